@@ -1,0 +1,171 @@
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { PGlite } from '@electric-sql/pglite';
+import { type SQL, sql } from 'drizzle-orm';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import * as schema from './schema.ts';
+
+export type Schema = typeof schema;
+/** A Drizzle handle: the root database or a transaction, on either backend. */
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations', import.meta.url));
+/** Advisory-lock key that serializes migrations across instances. */
+const MIGRATION_LOCK_KEY = 7_214_003_117;
+
+export interface Database {
+  readonly kind: 'pg' | 'pglite';
+  readonly db: Db;
+  /** Applies the committed SQL migrations; on PostgreSQL under an advisory lock. */
+  migrate(): Promise<void>;
+  /** Throws when the database cannot answer a trivial query. */
+  ping(): Promise<void>;
+  poolStats(): { total: number; idle: number; waiting: number };
+  close(): Promise<void>;
+}
+
+export interface PgOptions {
+  url: string;
+  poolMax: number;
+  /** Seconds. */
+  statementTimeout: number;
+  /** Seconds. */
+  connectTimeout: number;
+}
+
+/** PostgreSQL through a `pg` pool. Drivers load lazily: each costs start-up time the other backend need not pay. */
+export async function openPostgres(options: PgOptions): Promise<Database> {
+  const [{ default: pg }, { drizzle: drizzlePg }, { migrate: migratePg }] = await Promise.all([
+    import('pg'),
+    import('drizzle-orm/node-postgres'),
+    import('drizzle-orm/node-postgres/migrator'),
+  ]);
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolMax,
+    connectionTimeoutMillis: options.connectTimeout * 1000,
+    statement_timeout: options.statementTimeout * 1000,
+    idleTimeoutMillis: 30_000,
+    application_name: 'tessera',
+  });
+  // An idle client losing its server (e.g. PostgreSQL restarted) must not crash the process.
+  pool.on('error', () => {});
+  const db = drizzlePg(pool, { schema }) as unknown as Db;
+  return {
+    kind: 'pg',
+    db,
+    async migrate() {
+      const client = await pool.connect();
+      try {
+        await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+        try {
+          await migratePg(drizzlePg(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+        }
+      } finally {
+        client.release();
+      }
+    },
+    async ping() {
+      await pool.query('SELECT 1');
+    },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    close: () => pool.end(),
+  };
+}
+
+export interface PgliteOptions {
+  /** A directory, or `memory://` for a throwaway database (tests). */
+  dataDir: string;
+}
+
+/**
+ * The embedded PostgreSQL. PGlite has no cross-process lock of its own, so a lock
+ * file under DATA_DIR refuses a second process on the same directory.
+ */
+export async function openPglite(options: PgliteOptions): Promise<Database> {
+  const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('drizzle-orm/pglite'),
+    import('drizzle-orm/pglite/migrator'),
+  ]);
+  const inMemory = options.dataDir.startsWith('memory://');
+  let releaseLock = () => {};
+  let client: PGlite;
+  if (inMemory) {
+    client = await PGlite.create();
+  } else {
+    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    releaseLock = lockDataDir(options.dataDir);
+    try {
+      client = await PGlite.create({ dataDir: join(options.dataDir, 'pglite') });
+    } catch (error) {
+      releaseLock();
+      throw error;
+    }
+  }
+  const db = drizzlePglite(client, { schema }) as unknown as Db;
+  let closed = false;
+  return {
+    kind: 'pglite',
+    db,
+    async migrate() {
+      await migratePglite(drizzlePglite(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+    },
+    async ping() {
+      await client.query('SELECT 1');
+    },
+    poolStats: () => ({ total: 1, idle: 1, waiting: 0 }),
+    async close() {
+      if (closed) return;
+      closed = true;
+      await client.close();
+      releaseLock();
+    },
+  };
+}
+
+/** Thrown when another live process holds DATA_DIR. */
+export class DataDirLockedError extends Error {}
+
+function lockDataDir(dataDir: string): () => void {
+  const file = join(dataDir, 'tessera.lock');
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(file, 'wx', 0o600);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => rmSync(file, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const pid = Number(readFileSync(file, 'utf8').trim());
+      if (pid && pid !== process.pid && isAlive(pid)) {
+        throw new DataDirLockedError(
+          `DATA_DIR ${dataDir} is in use by process ${pid}; stop it, or point DATA_DIR elsewhere (the embedded database allows one process; use DATABASE_URL for several)`,
+        );
+      }
+      // A stale lock left by a process that died: take it over.
+      rmSync(file, { force: true });
+    }
+  }
+  throw new DataDirLockedError(`DATA_DIR ${dataDir}: could not take the lock file ${file}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Runs raw SQL and returns its rows, the same shape on both backends. */
+export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
+  const result = (await db.execute(query)) as unknown as { rows: T[] };
+  return result.rows;
+}
+
+export { sql };

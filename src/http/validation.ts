@@ -1,0 +1,15 @@
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { FastifyInstance } from 'fastify';
+
+/**
+ * Validators: bodies are never coerced and never silently lose unknown fields;
+ * path and query parameters arrive as strings, so those are coerced.
+ */
+export function installValidation(app: FastifyInstance): void {
+  const common = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
+  const bodyAjv = new Ajv({ ...common, coerceTypes: false });
+  const paramsAjv = new Ajv({ ...common, coerceTypes: 'array' });
+  for (const ajv of [bodyAjv, paramsAjv]) addFormats.default(ajv);
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : paramsAjv).compile(schema));
+}

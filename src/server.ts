@@ -1,0 +1,58 @@
+import type { Logger } from 'pino';
+import { type App, buildApp } from './app.ts';
+import type { Config } from './config/load.ts';
+import { type Database, openPglite, openPostgres } from './db/client.ts';
+import { createLogger } from './http/logging.ts';
+
+export interface Server {
+  app: App;
+  database: Database;
+  logger: Logger;
+  /** Stops accepting, lets in-flight requests finish (bounded), stops loops, closes the database. */
+  stop(): Promise<void>;
+}
+
+/** Opens the database chosen by the config. */
+export async function openDatabase(config: Config): Promise<Database> {
+  if (config.db.url) return openPostgres({ url: config.db.url, ...config.db });
+  return openPglite({ dataDir: config.db.dataDir });
+}
+
+/** Starts the whole service: database, migrations, HTTP listener. */
+export async function startServer(config: Config, logger = createLogger({ level: config.log.level })): Promise<Server> {
+  for (const name of config.generatedSecrets) {
+    logger.warn(
+      { setting: name, dataDir: config.db.dataDir },
+      `${name} is not set: development mode generated one and stored it under DATA_DIR (mode 0600). It serves this instance only; set ${name} for production or for several instances.`,
+    );
+  }
+  const database = await openDatabase(config);
+  let app: App;
+  try {
+    app = await buildApp({ config, database, logger });
+    app.readiness.migrating = true;
+    await app.fastify.listen({ host: config.server.host, port: config.server.port });
+    await database.migrate();
+    app.readiness.migrating = false;
+  } catch (error) {
+    await database.close().catch(() => {});
+    throw error;
+  }
+  logger.info({ db: database.kind, url: config.server.publicUrl }, 'tessera is ready');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      const timer = setTimeout(() => {
+        logger.error('shutdown timed out; closing the database with requests still in flight');
+        void database.close().finally(() => process.exit(1));
+      }, config.server.shutdownTimeout * 1000);
+      timer.unref();
+      await app.fastify.close();
+      await database.close();
+      clearTimeout(timer);
+    })();
+    return stopping;
+  };
+  return { app, database, logger, stop };
+}
