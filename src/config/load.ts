@@ -152,7 +152,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   const publicUrl = checkUrl(config.server.publicUrl ?? `http://${hostForUrl(config.server.host)}:${config.server.port}`, 'PUBLIC_URL', isProduction, problems);
   const publicOrigin = publicUrl ? new URL(publicUrl).origin : '';
-  const redirectOrigins = (config.oauth.redirectOrigins ?? [publicOrigin]).map((origin) => {
+  const redirectOrigins = (config.oauth.redirectOrigins ?? (publicOrigin ? [publicOrigin] : [])).map((origin) => {
     const url = checkUrl(origin, 'OAUTH_REDIRECT_ORIGINS', isProduction, problems);
     return url ? new URL(url).origin : '';
   });

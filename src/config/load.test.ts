@@ -1,0 +1,122 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './load.ts';
+
+const KEY = Buffer.alloc(32, 3).toString('base64');
+const base = { ENCRYPTION_KEYS: `k1:${KEY}`, JWT_SECRET: 'j'.repeat(32) };
+
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadConfig({ env, persistGeneratedSecrets: false });
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  return [];
+}
+
+describe('loadConfig', () => {
+  it('applies the contract defaults', () => {
+    const config = loadConfig({ env: base });
+    expect(config.server).toMatchObject({ host: '127.0.0.1', port: 8080, publicUrl: 'http://127.0.0.1:8080' });
+    expect(config.oauth).toMatchObject({ stateExpiry: 300, validationInterval: 14400, statusMaxAge: 60, redirectOrigins: ['http://127.0.0.1:8080'] });
+    expect(config.rateLimit).toEqual({ max: 600, window: 60 });
+    expect(config.auth).toMatchObject({ sessionTtl: 3600, passwordCost: 17 });
+    expect(config.csrf.enabled).toBe(true);
+    expect(config.keyring.activeId).toBe('k1');
+    expect(config.jwtKeys).toEqual([{ kid: 'default', secret: Buffer.from('j'.repeat(32)) }]);
+  });
+
+  it('reads the config file, then lets env vars override it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-config-'));
+    const file = join(dir, 'tessera.yaml');
+    writeFileSync(
+      file,
+      [
+        'server:',
+        '  port: 9000',
+        '  host: 127.0.0.2',
+        'rateLimit:',
+        '  max: 5',
+        'integrationOauthProvider:',
+        '  github:',
+        '    clientId: from-file',
+        '    scopes: [repo, read:user]',
+      ].join('\n'),
+    );
+    const config = loadConfig({ env: { ...base, CONFIG_FILE: file, PORT: '9100', INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET: 's3cret' } });
+    expect(config.server.port).toBe(9100);
+    expect(config.server.host).toBe('127.0.0.2');
+    expect(config.rateLimit.max).toBe(5);
+    expect(config.providers.github).toEqual({ clientId: 'from-file', clientSecret: 's3cret', scopes: ['repo', 'read:user'] });
+  });
+
+  it('reads provider settings and list values from env vars', () => {
+    const config = loadConfig({
+      env: {
+        ...base,
+        INTEGRATION_OAUTH_SLACK_CLIENT_ID: 'id',
+        INTEGRATION_OAUTH_SLACK_SCOPES: 'chat:write, users:read',
+        INTEGRATION_OAUTH_SLACK_API_URL: 'http://127.0.0.1:9999/api/',
+        TRUST_PROXY: '10.0.0.0/8, 127.0.0.1',
+        JWT_SECRETS: `new:${Buffer.alloc(32, 1).toString('base64')},old:${Buffer.alloc(40, 2).toString('base64')}`,
+      },
+    });
+    expect(config.providers.slack).toEqual({ clientId: 'id', scopes: ['chat:write', 'users:read'], apiUrl: 'http://127.0.0.1:9999/api' });
+    expect(config.server.trustProxy).toEqual(['10.0.0.0/8', '127.0.0.1']);
+    expect(config.jwtKeys.map((key) => key.kid)).toEqual(['new', 'old']);
+  });
+
+  it('names each bad setting and how to fix it, one line each', () => {
+    const found = problems({
+      ...base,
+      ENCRYPTION_KEYS: `k1:${Buffer.alloc(12).toString('base64')}`,
+      OAUTH_STATE_EXPIRY: '0',
+      CSRF_ENABLED: 'maybe',
+      PUBLIC_URL: 'ftp://example.com',
+      TRUST_PROXY: 'not-an-ip',
+    });
+    expect(found).toEqual(
+      expect.arrayContaining([
+        'CSRF_ENABLED: expected true or false, got "maybe"',
+      ]),
+    );
+    const all = problems({ ...base, ENCRYPTION_KEYS: `k1:${Buffer.alloc(12).toString('base64')}`, PUBLIC_URL: 'ftp://example.com', TRUST_PROXY: 'nope' });
+    expect(all).toEqual([
+      expect.stringMatching(/^PUBLIC_URL: must use https:/),
+      expect.stringMatching(/^TRUST_PROXY: expected a comma list of IP addresses or CIDRs/),
+      'ENCRYPTION_KEYS (secrets.keys): expected "keyId:base64(32 bytes)", got 12 bytes; generate one with: openssl rand -base64 32',
+    ]);
+    expect(problems({ ...base, OAUTH_STATE_EXPIRY: '0' })).toEqual(['OAUTH_STATE_EXPIRY (oauth.stateExpiry): must be >= 1']);
+  });
+
+  it('allows plain http only for loopback, and only in development', () => {
+    expect(problems({ ...base, PUBLIC_URL: 'http://localhost:8080' })).toEqual([]);
+    expect(problems({ ...base, PUBLIC_URL: 'http://example.com' })).toEqual([expect.stringMatching(/^PUBLIC_URL: must use https:/)]);
+    expect(problems({ ...base, APP_ENV: 'production', PUBLIC_URL: 'http://127.0.0.1:8080' })).toEqual([
+      expect.stringMatching(/^PUBLIC_URL: must use https:/),
+    ]);
+  });
+
+  it('in production requires the encryption keys and JWT secret instead of generating them', () => {
+    expect(problems({ APP_ENV: 'production', PUBLIC_URL: 'https://t.example' })).toEqual([
+      expect.stringMatching(/^ENCRYPTION_KEYS \(secrets.keys\): required in production/),
+      expect.stringMatching(/^JWT_SECRET \(auth.jwtSecret\): required in production/),
+    ]);
+  });
+
+  it('in development generates missing secrets and says so', () => {
+    const config = loadConfig({ env: { DATA_DIR: mkdtempSync(join(tmpdir(), 'tessera-dev-')) }, persistGeneratedSecrets: false });
+    expect(config.generatedSecrets).toEqual(['ENCRYPTION_KEYS', 'JWT_SECRET']);
+    expect(config.keyring.keys.get(config.keyring.activeId)?.length).toBe(32);
+  });
+
+  it('rejects unknown settings in the config file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-config-'));
+    const file = join(dir, 'c.json');
+    writeFileSync(file, JSON.stringify({ server: { prot: 1 } }));
+    expect(problems({ ...base, CONFIG_FILE: file })).toEqual(['server.prot: unknown setting; remove it or check its spelling']);
+  });
+});

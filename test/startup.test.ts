@@ -1,0 +1,95 @@
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createPgDatabase, dropPgDatabase, TEST_DATABASE_URL } from './helpers/database.ts';
+import { spawnService, waitFor } from './helpers/process.ts';
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tessera-start-'));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('npm start on the embedded database', () => {
+  it('serves /livez, /readyz and /api-docs, keeps its data and secrets across restarts, and exits 0 on SIGTERM', async () => {
+    const dataDir = tempDir();
+    const first = await spawnService({ DATA_DIR: dataDir });
+    await waitFor(first);
+    for (const path of ['/livez', '/readyz']) {
+      const res = await fetch(first.url + path);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ status: 'ok' });
+    }
+    const docs = await fetch(`${first.url}/api-docs`);
+    expect(docs.status).toBe(200);
+    expect((await docs.json()).openapi).toBe('3.1.0');
+    expect(first.output()).toMatch(/ENCRYPTION_KEYS is not set: development mode generated one/);
+    expect(await first.stop()).toBe(0);
+
+    const secretsFile = join(dataDir, 'generated-secrets.json');
+    expect(statSync(secretsFile).mode & 0o777).toBe(0o600);
+    const secrets = readFileSync(secretsFile, 'utf8');
+
+    const second = await spawnService({ DATA_DIR: dataDir });
+    await waitFor(second);
+    expect(readFileSync(secretsFile, 'utf8')).toBe(secrets);
+    expect(await second.stop('SIGINT')).toBe(0);
+  });
+
+  it('refuses a second process on the same DATA_DIR with a clear message', async () => {
+    const dataDir = tempDir();
+    const first = await spawnService({ DATA_DIR: dataDir });
+    await waitFor(first);
+    const second = await spawnService({ DATA_DIR: dataDir });
+    expect(await second.exited).toBe(1);
+    expect(second.output()).toMatch(/DATA_DIR .* is in use by process \d+/);
+    expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
+    expect(await first.stop()).toBe(0);
+  });
+
+  it('refuses to start in production without ENCRYPTION_KEYS and JWT_SECRET, naming both', async () => {
+    const service = await spawnService({ DATA_DIR: tempDir(), APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example' });
+    expect(await service.exited).toBe(1);
+    const lines = service.output().trim().split('\n');
+    expect(lines).toEqual([
+      expect.stringMatching(/^config: ENCRYPTION_KEYS \(secrets.keys\): required in production; set "keyId:base64\(32 bytes\)"/),
+      expect.stringMatching(/^config: JWT_SECRET \(auth.jwtSecret\): required in production/),
+    ]);
+  });
+
+  it('refuses invalid settings with one line per problem', async () => {
+    const service = await spawnService({ DATA_DIR: tempDir(), PORT: 'eighty', RATE_LIMIT_WINDOW: '0', ENCRYPTION_KEYS: 'k1:c2hvcnQ=' }, { port: 1 });
+    expect(await service.exited).toBe(1);
+    const output = service.output();
+    expect(output).toMatch(/^config: PORT: expected an integer, got "eighty"$/m);
+    expect(output).not.toMatch(/c2hvcnQ/);
+  });
+});
+
+describe.runIf(TEST_DATABASE_URL)('npm start on PostgreSQL', () => {
+  it('uses DATABASE_URL, and two instances started at once migrate once', async () => {
+    const url = await createPgDatabase();
+    try {
+      const env = { DATABASE_URL: url, ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 1).toString('base64')}`, JWT_SECRET: 'x'.repeat(40) };
+      const [a, b] = await Promise.all([spawnService(env), spawnService(env)]);
+      await Promise.all([waitFor(a), waitFor(b)]);
+      expect(a.output()).toMatch(/"db":"pg"/);
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const applied = await client.query('SELECT hash FROM drizzle.__drizzle_migrations');
+      await client.end();
+      const journal = JSON.parse(readFileSync(new URL('../src/db/migrations/meta/_journal.json', import.meta.url), 'utf8'));
+      expect(applied.rowCount).toBe(journal.entries.length);
+      expect(await a.stop()).toBe(0);
+      expect(await b.stop()).toBe(0);
+    } finally {
+      await dropPgDatabase(url);
+    }
+  });
+});
