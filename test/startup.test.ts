@@ -28,7 +28,7 @@ describe('npm start on the embedded database', () => {
     }
     const docs = await fetch(`${first.url}/api-docs`);
     expect(docs.status).toBe(200);
-    expect((await docs.json()).openapi).toBe('3.1.0');
+    expect(((await docs.json()) as { openapi: string }).openapi).toBe('3.1.0');
     expect(first.output()).toMatch(/ENCRYPTION_KEYS is not set: development mode generated one/);
     expect(await first.stop()).toBe(0);
 

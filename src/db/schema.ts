@@ -3,10 +3,12 @@
  * primary key and indexes with it, so the data can be sharded by organization later.
  * snake_case in SQL, camelCase in TypeScript.
  */
-import { pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import { boolean, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
-const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
-const updatedAt = () => timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
+const time = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+const createdAt = () => time('created_at').notNull().defaultNow();
+const updatedAt = () => time('updated_at').notNull().defaultNow();
 
 export const organizations = pgTable('organizations', {
   id: text('id').primaryKey(),
@@ -14,3 +16,141 @@ export const organizations = pgTable('organizations', {
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 });
+
+/** Users are global (one person, several organizations). */
+export const users = pgTable(
+  'users',
+  {
+    id: text('id').primaryKey(),
+    email: text('email').notNull(),
+    /** Lower-cased e-mail: uniqueness is case-insensitive. */
+    emailNormalized: text('email_normalized').notNull(),
+    name: text('name').notNull().default(''),
+    /** `scrypt$<log2 N>$<r>$<p>$<salt b64>$<hash b64>`. */
+    passwordHash: text('password_hash').notNull(),
+    systemAdmin: boolean('system_admin').notNull().default(false),
+    /** The organization last switched to. */
+    defaultOrganizationId: text('default_organization_id'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [uniqueIndex('users_email_normalized_key').on(t.emailNormalized)],
+);
+
+export const memberships = pgTable(
+  'memberships',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    role: text('role', { enum: ['owner', 'admin', 'member'] }).notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.userId] }), index('memberships_user_idx').on(t.userId)],
+);
+
+/** Login sessions: every session JWT names one, so logout takes effect at once. */
+export const sessions = pgTable(
+  'sessions',
+  {
+    id: text('id').primaryKey(),
+    userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    expiresAt: time('expires_at').notNull(),
+    revokedAt: time('revoked_at'),
+    createdAt: createdAt(),
+  },
+  (t) => [index('sessions_user_idx').on(t.userId)],
+);
+
+/** A user's personal access tokens (`tsp_…`), stored as SHA-256 hashes only. */
+export const personalAccessTokens = pgTable(
+  'personal_access_tokens',
+  {
+    id: text('id').primaryKey(),
+    userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    tokenHash: text('token_hash').notNull(),
+    /** Last four characters, for display. */
+    lastFour: text('last_four').notNull(),
+    organizationIds: text('organization_ids').array().notNull(),
+    expiresAt: time('expires_at'),
+    lastUsedAt: time('last_used_at'),
+    revokedAt: time('revoked_at'),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('personal_access_tokens_hash_key').on(t.tokenHash), index('personal_access_tokens_user_idx').on(t.userId)],
+);
+
+/** An organization's API tokens (`tsa_…`), stored as SHA-256 hashes only. */
+export const apiTokens = pgTable(
+  'api_tokens',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    id: text('id').notNull(),
+    name: text('name').notNull(),
+    tokenHash: text('token_hash').notNull(),
+    lastFour: text('last_four').notNull(),
+    createdBy: text('created_by'),
+    expiresAt: time('expires_at'),
+    lastUsedAt: time('last_used_at'),
+    revokedAt: time('revoked_at'),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.id] }), uniqueIndex('api_tokens_hash_key').on(t.tokenHash)],
+);
+
+/** Who did what, when: never holds a secret. */
+export const auditLogs = pgTable(
+  'audit_logs',
+  {
+    organizationId: text('organization_id').notNull(),
+    /** ULID: time-ordered, so the newest-first listing is an index scan. */
+    id: text('id').notNull(),
+    actorUserId: text('actor_user_id'),
+    impersonatorUserId: text('impersonator_user_id'),
+    credentialKind: text('credential_kind'),
+    /** The credential's id (session, PAT or API token), never its value. */
+    credentialId: text('credential_id'),
+    action: text('action').notNull(),
+    targetType: text('target_type'),
+    targetId: text('target_id'),
+    requestId: text('request_id'),
+    detail: jsonb('detail').$type<Record<string, unknown>>().notNull().default({}),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.id] })],
+);
+
+/** The outbox: events written in the transaction of the change they describe. */
+export const events = pgTable(
+  'events',
+  {
+    organizationId: text('organization_id').notNull(),
+    id: text('id').notNull(),
+    type: text('type').notNull(),
+    data: jsonb('data').$type<Record<string, unknown>>().notNull(),
+    occurredAt: time('occurred_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.id] })],
+);
+
+/** One row per event and configured webhook: what is still to deliver, and when to try. */
+export const eventDeliveries = pgTable(
+  'event_deliveries',
+  {
+    organizationId: text('organization_id').notNull(),
+    eventId: text('event_id').notNull(),
+    /** Identifies the webhook by its URL (a hash), so config order may change. */
+    webhookId: text('webhook_id').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: time('next_attempt_at').notNull().defaultNow(),
+    /** A dispatcher's claim: others skip the row until it passes. */
+    lockedUntil: time('locked_until'),
+    deliveredAt: time('delivered_at'),
+    lastError: text('last_error'),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.eventId, t.webhookId] }),
+    index('event_deliveries_due_idx').on(t.nextAttemptAt).where(sql`delivered_at IS NULL`),
+  ],
+);

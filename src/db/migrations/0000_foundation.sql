@@ -1,6 +1,0 @@
-CREATE TABLE "organizations" (
-	"id" text PRIMARY KEY NOT NULL,
-	"name" text NOT NULL,
-	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
-	"updated_at" timestamp with time zone DEFAULT now() NOT NULL
-);
