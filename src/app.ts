@@ -1,13 +1,22 @@
+import fastifyCookie from '@fastify/cookie';
 import fastifySwagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from './config/load.ts';
 import type { Database } from './db/client.ts';
+import { createDispatcher } from './events/dispatcher.ts';
+import { createOutbox } from './events/outbox.ts';
 import { healthRoutes, type Readiness } from './http/health.ts';
 import { createLogger } from './http/logging.ts';
-import { defaultSlots, installPipeline, type PipelineSlots, requestIdFrom } from './http/pipeline.ts';
+import { installPipeline, type PipelineSlots, requestIdFrom } from './http/pipeline.ts';
+import { createRateLimiter } from './http/rate-limit.ts';
 import { installValidation } from './http/validation.ts';
+import { identitySlots } from './identity/authenticate.ts';
+import { SessionTokens } from './identity/credentials.ts';
+import { PasswordHasher } from './identity/password.ts';
+import { identityRoutes } from './identity/routes.ts';
+import type { Services } from './services.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -15,25 +24,28 @@ export interface AppOptions {
   config: Config;
   database: Database;
   logger?: Logger;
-  /** Replaces pipeline steps (the identity feature fills them; tests observe them). */
+  /** Replaces pipeline steps (tests observe them). */
   slots?: Partial<PipelineSlots>;
   /** Registers extra routes inside the pipeline (tests). */
-  routes?: (app: FastifyInstance) => void | Promise<void>;
+  routes?: (app: FastifyInstance, services: Services) => void | Promise<void>;
 }
 
 export interface App {
   fastify: FastifyInstance;
+  services: Services;
   readiness: Readiness;
+  /** Starts background work (event delivery); call once the database is migrated. */
+  startBackground(): void;
 }
 
-/** Builds the HTTP application: pipeline, routes and OpenAPI. Does not listen or migrate. */
+/** Builds the HTTP application: services, pipeline, routes and OpenAPI. Does not listen or migrate. */
 export async function buildApp(options: AppOptions): Promise<App> {
   const { config, database } = options;
   const logger = options.logger ?? createLogger({ level: config.log.level });
   const fastify = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
-    requestIdHeader: false,
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
+    requestIdHeader: false,
     genReqId: (request) => requestIdFrom(request.headers['x-request-id']),
     bodyLimit: BODY_LIMIT,
     trustProxy: config.server.trustProxy.length > 0 ? config.server.trustProxy : false,
@@ -44,7 +56,29 @@ export async function buildApp(options: AppOptions): Promise<App> {
   installValidation(fastify);
   // JSON only: text/plain bodies are the classic CSRF vector.
   fastify.removeContentTypeParser(['text/plain']);
-  installPipeline(fastify, database.db, { ...defaultSlots, ...options.slots });
+  await fastify.register(fastifyCookie);
+
+  const dispatcher = createDispatcher({
+    db: database.db,
+    webhooks: config.events.webhooks,
+    pollIntervalMs: config.events.pollInterval * 1000,
+    logger,
+  });
+  const services: Services = {
+    config,
+    database,
+    db: database.db,
+    passwords: new PasswordHasher({ cost: config.auth.passwordCost }),
+    sessionTokens: new SessionTokens(config.jwtKeys),
+    rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window }),
+    outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake() }),
+    dispatcher,
+  };
+  fastify.addHook('onClose', async () => {
+    await dispatcher.stop();
+  });
+
+  installPipeline(fastify, database.db, { ...identitySlots(services), ...options.slots }, config.server.corsOrigins);
 
   await fastify.register(fastifySwagger, {
     openapi: {
@@ -70,12 +104,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
 
   const readiness: Readiness = { migrating: false, checks: [] };
   healthRoutes(fastify, database, readiness);
-  fastify.get(
-    '/api-docs',
-    { config: { auth: 'unauthenticated' }, schema: { summary: 'This OpenAPI document', tags: ['meta'] } },
-    async () => fastify.swagger(),
+  fastify.get('/api-docs', { config: { auth: 'unauthenticated' }, schema: { summary: 'This OpenAPI document', tags: ['meta'] } }, async () =>
+    fastify.swagger(),
   );
-  await options.routes?.(fastify);
+  identityRoutes(fastify, services);
+  await options.routes?.(fastify, services);
   await fastify.ready();
-  return { fastify, readiness };
+  return { fastify, services, readiness, startBackground: () => dispatcher.start() };
 }

@@ -3,6 +3,7 @@ import { type App, buildApp } from './app.ts';
 import type { Config } from './config/load.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { createLogger } from './http/logging.ts';
+import { ensureBootstrapAdmin } from './identity/bootstrap.ts';
 
 export interface Server {
   app: App;
@@ -34,6 +35,8 @@ export async function startServer(config: Config, logger = createLogger({ level:
     await app.fastify.listen({ host: config.server.host, port: config.server.port });
     await database.migrate();
     app.readiness.migrating = false;
+    await ensureBootstrapAdmin(app.services);
+    app.startBackground();
   } catch (error) {
     await database.close().catch(() => {});
     throw error;

@@ -60,7 +60,8 @@ const ERROR_STATUSES = [400, 401, 403, 404, 409, 413, 415, 429, 500, 502] as con
  * the base steps, the per-class steps, the transaction wrapper around handlers,
  * the single error handler and the 404 handler.
  */
-export function installPipeline(app: FastifyInstance, database: Db, slots: PipelineSlots): void {
+export function installPipeline(app: FastifyInstance, database: Db, slots: PipelineSlots, corsOrigins: readonly string[] = []): void {
+  const cors = new Set(corsOrigins);
   app.decorateRequest('ctx', null as unknown as RequestContext);
 
   app.addHook('onRoute', (route) => {
@@ -77,6 +78,13 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
     request.log.info({ method: request.method, url: pathOnly(request.url), route: request.routeOptions.url }, 'request start');
     trace.push('recovery');
     reply.type('application/json; charset=utf-8');
+    const origin = request.headers.origin;
+    // CORS: exact configured origins only, never reflected.
+    if (origin !== undefined && cors.has(origin)) {
+      reply.header('access-control-allow-origin', origin);
+      reply.header('access-control-allow-credentials', 'true');
+      reply.header('vary', 'Origin');
+    }
     trace.push('mime');
     request.ctx = new RequestContext(request.id, request.log, database);
     request.ctx.trace.push(...trace, 'transaction');
@@ -120,6 +128,16 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
     }
     if (appError.headers) reply.headers(appError.headers);
     return reply.code(appError.status).type('application/json; charset=utf-8').send(errorBody(appError, request.id));
+  });
+
+  app.options('*', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request, reply) => {
+    reply.code(204);
+    if (request.headers.origin !== undefined && cors.has(request.headers.origin)) {
+      reply.header('access-control-allow-methods', 'GET, HEAD, POST, PUT, PATCH, DELETE');
+      reply.header('access-control-allow-headers', 'Authorization, Content-Type, X-Csrf-Token, X-Organization-ID, X-Request-ID');
+      reply.header('access-control-max-age', '600');
+    }
+    return '';
   });
 
   app.setNotFoundHandler(async (request) => {

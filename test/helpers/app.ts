@@ -63,6 +63,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   const logs = new LogCapture();
   const logger = createLogger({ level: config.log.level, stream: logs });
   const app = await buildApp({ ...options, config, database, logger });
+  app.startBackground();
   return {
     app,
     fastify: app.fastify,

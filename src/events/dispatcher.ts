@@ -1,0 +1,229 @@
+import { createHmac } from 'node:crypto';
+import type { BaseLogger } from 'pino';
+import { type Db, queryRows, sql } from '../db/client.ts';
+import { type WebhookSettings, webhookId, webhookIds } from './outbox.ts';
+
+export interface Dispatcher {
+  /** Starts the poll timer and runs a first round (the backlog of a previous run). */
+  start(): void;
+  /** Stops the timers and waits for the running round. */
+  stop(): Promise<void>;
+  /** Asks for a round soon; wakes that arrive while one runs cause one more right after. */
+  wake(): void;
+  /** One claim+deliver round; returns how many deliveries it attempted. */
+  runOnce(): Promise<number>;
+}
+
+export interface DispatcherOptions {
+  db: Db;
+  webhooks: readonly WebhookSettings[];
+  /** Fallback poll interval; commits wake the dispatcher directly. */
+  pollIntervalMs: number;
+  /** The service logger: its `err` serializer keeps Drizzle's query parameters out of log lines. */
+  logger: Pick<BaseLogger, 'debug' | 'info' | 'warn' | 'error'>;
+  /** Per attempt, until the response headers arrive. Default 10 s. */
+  timeoutMs?: number;
+  /** Exponential back-off with full jitter. Default 1 s doubling up to 10 min. */
+  backoff?: { baseMs: number; maxMs: number };
+  /** How long a claim keeps other dispatchers off a delivery; must exceed timeoutMs. Default max(60 s, 3 × timeoutMs). */
+  leaseMs?: number;
+  /** Deliveries claimed per round. Default 20. */
+  batchSize?: number;
+  fetch?: typeof fetch;
+  /** Milliseconds since the epoch, for `webhook-timestamp` (tests move it). */
+  clock?: () => number;
+}
+
+interface Claimed {
+  organization_id: string;
+  event_id: string;
+  webhook_id: string;
+  attempts: number;
+  type: string;
+  data: Record<string, unknown>;
+  occurred_at: string;
+}
+
+interface Webhook {
+  url: string;
+  key: Buffer;
+}
+
+type Outcome = { delivered: true } | { delivered: false; error: string };
+
+/** Delivers outbox events to the configured webhooks, at least once, signed per Standard Webhooks. */
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  const { db, logger, pollIntervalMs } = options;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const backoff = options.backoff ?? { baseMs: 1_000, maxMs: 600_000 };
+  const leaseMs = options.leaseMs ?? Math.max(60_000, 3 * timeoutMs);
+  const batchSize = options.batchSize ?? 20;
+  const doFetch = options.fetch ?? fetch;
+  const clock = options.clock ?? Date.now;
+
+  const webhooks = new Map<string, Webhook>();
+  for (const hook of options.webhooks) {
+    const id = webhookId(hook.url);
+    if (!webhooks.has(id)) webhooks.set(id, { url: hook.url, key: signingKey(hook.secret) });
+  }
+  // Deliveries of webhooks no longer configured stay in the table untouched: claiming them would spin.
+  const ids = webhookIds(options.webhooks);
+  const idList = sql.join(
+    ids.map((id) => sql`${id}`),
+    sql`, `,
+  );
+
+  let started = false;
+  let pollTimer: NodeJS.Timeout | undefined;
+  let wakeTimer: NodeJS.Immediate | undefined;
+  let loop: Promise<void> | null = null;
+  let again = false;
+
+  async function claim(): Promise<Claimed[]> {
+    // One statement is its own short transaction; SKIP LOCKED and the lease keep other dispatchers off these rows.
+    return queryRows<Claimed>(
+      db,
+      sql`
+        WITH due AS MATERIALIZED (
+          SELECT organization_id, event_id, webhook_id FROM event_deliveries
+          WHERE delivered_at IS NULL AND next_attempt_at <= now()
+            AND (locked_until IS NULL OR locked_until < now())
+            AND webhook_id IN (${idList})
+          ORDER BY next_attempt_at
+          LIMIT ${batchSize}
+          FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+          UPDATE event_deliveries AS d
+          SET locked_until = now() + ${leaseMs}::int * interval '1 millisecond', attempts = d.attempts + 1
+          FROM due
+          WHERE d.organization_id = due.organization_id AND d.event_id = due.event_id AND d.webhook_id = due.webhook_id
+          RETURNING d.organization_id, d.event_id, d.webhook_id, d.attempts
+        )
+        SELECT c.organization_id, c.event_id, c.webhook_id, c.attempts, e.type, e.data,
+          to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at
+        FROM claimed AS c
+        JOIN events AS e ON e.organization_id = c.organization_id AND e.id = c.event_id
+      `,
+    );
+  }
+
+  async function deliver(row: Claimed, hook: Webhook): Promise<Outcome> {
+    const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data });
+    const timestamp = Math.floor(clock() / 1000).toString();
+    const signature = createHmac('sha256', hook.key).update(`${row.event_id}.${timestamp}.${body}`).digest('base64');
+    try {
+      const response = await doFetch(hook.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'webhook-id': row.event_id,
+          'webhook-timestamp': timestamp,
+          'webhook-signature': `v1,${signature}`,
+        },
+        body,
+        // A redirect could send a signed event elsewhere; a 3xx is a failure, like any non-2xx.
+        redirect: 'manual',
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      // The body is never read (it may echo anything); cancelling frees the connection.
+      await response.body?.cancel().catch(() => {});
+      if (response.status >= 200 && response.status < 300) return { delivered: true };
+      return { delivered: false, error: `HTTP ${response.status || 'redirect'}` };
+    } catch (error) {
+      return { delivered: false, error: describeFetchError(error) };
+    }
+  }
+
+  async function record(row: Claimed, outcome: Outcome): Promise<void> {
+    const key = sql`organization_id = ${row.organization_id} AND event_id = ${row.event_id} AND webhook_id = ${row.webhook_id}`;
+    if (outcome.delivered) {
+      await db.execute(sql`UPDATE event_deliveries SET delivered_at = coalesce(delivered_at, now()), locked_until = NULL WHERE ${key}`);
+      return;
+    }
+    const delayMs = Math.round(Math.random() * Math.min(backoff.maxMs, backoff.baseMs * 2 ** Math.min(row.attempts - 1, 40)));
+    // Only while the claim is still ours (attempts unchanged): a dispatcher that took over after the lease decides.
+    await db.execute(sql`
+      UPDATE event_deliveries
+      SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', last_error = ${outcome.error.slice(0, 200)}, locked_until = NULL
+      WHERE ${key} AND delivered_at IS NULL AND attempts = ${row.attempts}
+    `);
+    logger.warn(
+      { eventId: row.event_id, webhookId: row.webhook_id, attempt: row.attempts, error: outcome.error, retryInMs: delayMs },
+      'webhook delivery failed',
+    );
+  }
+
+  async function runOnce(): Promise<number> {
+    if (ids.length === 0) return 0;
+    const rows = await claim();
+    await Promise.all(
+      rows.map(async (row) => {
+        try {
+          const hook = webhooks.get(row.webhook_id) as Webhook;
+          await record(row, await deliver(row, hook));
+        } catch (error) {
+          // The claim lapses after the lease and the delivery is tried again.
+          logger.error({ eventId: row.event_id, webhookId: row.webhook_id, err: error }, 'recording a webhook delivery failed');
+        }
+      }),
+    );
+    return rows.length;
+  }
+
+  async function drain(): Promise<void> {
+    while (again && started) {
+      again = false;
+      try {
+        // A full batch means more is probably due: go on without waiting for the timer.
+        if ((await runOnce()) >= batchSize) again = true;
+      } catch (error) {
+        logger.error({ err: error }, 'event dispatch round failed');
+      }
+    }
+  }
+
+  function wake(): void {
+    if (!started) return;
+    again = true;
+    if (loop || wakeTimer) return;
+    // Deferred so that a burst of wakes (one commit, several events) makes one round.
+    wakeTimer = setImmediate(() => {
+      wakeTimer = undefined;
+      loop = drain().finally(() => {
+        loop = null;
+        if (again && started) wake();
+      });
+    });
+  }
+
+  return {
+    start() {
+      if (started) return;
+      started = true;
+      pollTimer = setInterval(wake, pollIntervalMs);
+      pollTimer.unref();
+      wake();
+    },
+    async stop() {
+      started = false;
+      clearInterval(pollTimer);
+      clearImmediate(wakeTimer);
+      wakeTimer = undefined;
+      await loop;
+    },
+    wake,
+    runOnce,
+  };
+}
+
+/** The HMAC key: the base64 after `whsec_`, per Standard Webhooks. */
+function signingKey(secret: string): Buffer {
+  return Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
+}
+
+/** A short, body-free description: fetch errors can carry URLs with credentials and provider text. */
+function describeFetchError(error: unknown): string {
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return 'timeout';
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return typeof code === 'string' && /^[A-Z0-9_]{1,40}$/.test(code) ? `network error (${code})` : 'network error';
+}

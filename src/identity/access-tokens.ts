@@ -1,0 +1,177 @@
+import { and, desc, eq, isNull } from 'drizzle-orm';
+import { ulid } from 'ulidx';
+import { type AuditActor, recordAudit } from '../audit/audit.ts';
+import type { Db } from '../db/client.ts';
+import { apiTokens, memberships, personalAccessTokens } from '../db/schema.ts';
+import { AppError } from '../http/errors.ts';
+import { requireRole, requireSessionUser } from './authorize.ts';
+import { API_TOKEN_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX } from './credentials.ts';
+
+/** A token as listed: never its value. */
+export interface TokenInfo {
+  id: string;
+  name: string;
+  /** Prefix and last four characters, e.g. `tsp_…a1b2`. */
+  display: string;
+  expiresAt: Date | null;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+  createdAt: Date;
+}
+
+export interface PersonalAccessTokenInfo extends TokenInfo {
+  organizationIds: string[];
+}
+
+/** A token just created: `token` is its value, shown this once. */
+export type Created<T> = T & { token: string };
+
+interface Deps {
+  db: Db;
+  actor: AuditActor;
+}
+
+function assertFuture(expiresAt: Date | null | undefined): void {
+  if (expiresAt && expiresAt.getTime() <= Date.now()) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'expiresAt', message: 'must be in the future' }] });
+  }
+}
+
+function assertName(name: string): string {
+  const trimmed = name.trim();
+  if (!trimmed || trimmed.length > 100) throw new AppError('INVALID_INPUT', { details: [{ path: 'name', message: 'must be 1–100 characters' }] });
+  return trimmed;
+}
+
+/**
+ * Creates a PAT for the signed-in user (not while impersonating), valid in the listed
+ * organizations (default: the current one), each of which the user must belong to.
+ */
+export async function createPersonalAccessToken(
+  deps: Deps,
+  input: { name: string; expiresAt?: Date | null; organizationIds?: string[] },
+): Promise<Created<PersonalAccessTokenInfo>> {
+  const user = requireSessionUser(deps.actor.principal);
+  const name = assertName(input.name);
+  assertFuture(input.expiresAt);
+  const organizationIds = [...new Set(input.organizationIds?.length ? input.organizationIds : [user.organizationId])];
+  const member = await deps.db
+    .select({ organizationId: memberships.organizationId })
+    .from(memberships)
+    .where(eq(memberships.userId, user.userId));
+  const memberOf = new Set(member.map((row) => row.organizationId));
+  if (!organizationIds.every((id) => memberOf.has(id))) {
+    throw new AppError('FORBIDDEN', { message: 'A token can only list organizations you belong to' });
+  }
+  const token = newOpaqueToken(PAT_PREFIX);
+  const [row] = await deps.db
+    .insert(personalAccessTokens)
+    .values({
+      id: ulid(),
+      userId: user.userId,
+      name,
+      tokenHash: hashToken(token),
+      lastFour: token.slice(-4),
+      organizationIds,
+      expiresAt: input.expiresAt ?? null,
+    })
+    .returning();
+  if (!row) throw new Error('insert returned no row');
+  for (const organizationId of organizationIds) {
+    await recordAudit(deps.db, deps.actor, { organizationId, action: 'personal_access_token.created', targetType: 'personal_access_token', targetId: row.id });
+  }
+  return { ...patInfo(row), token };
+}
+
+/** The caller's own PATs, newest first, without values. */
+export async function listPersonalAccessTokens(deps: Deps): Promise<PersonalAccessTokenInfo[]> {
+  const principal = deps.actor.principal;
+  if (!principal?.userId) return [];
+  const rows = await deps.db
+    .select()
+    .from(personalAccessTokens)
+    .where(eq(personalAccessTokens.userId, principal.userId))
+    .orderBy(desc(personalAccessTokens.id));
+  return rows.map(patInfo);
+}
+
+/** Revokes one of the caller's PATs; another user's id is "not found". */
+export async function revokePersonalAccessToken(deps: Deps, id: string): Promise<PersonalAccessTokenInfo> {
+  const principal = deps.actor.principal;
+  if (!principal?.userId) throw new AppError('FORBIDDEN', { message: 'This needs a user' });
+  const [row] = await deps.db
+    .update(personalAccessTokens)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(personalAccessTokens.id, id), eq(personalAccessTokens.userId, principal.userId), isNull(personalAccessTokens.revokedAt)))
+    .returning();
+  if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
+  await recordAudit(deps.db, deps.actor, { organizationId: principal.organizationId, action: 'personal_access_token.revoked', targetType: 'personal_access_token', targetId: id });
+  return patInfo(row);
+}
+
+/** Creates an API token for the caller's organization (owner/admin, signed in, not impersonating). */
+export async function createApiToken(deps: Deps, input: { name: string; expiresAt?: Date | null }): Promise<Created<TokenInfo>> {
+  const user = requireSessionUser(deps.actor.principal);
+  requireRole(user, user.organizationId, 'admin');
+  const name = assertName(input.name);
+  assertFuture(input.expiresAt);
+  const token = newOpaqueToken(API_TOKEN_PREFIX);
+  const [row] = await deps.db
+    .insert(apiTokens)
+    .values({
+      organizationId: user.organizationId,
+      id: ulid(),
+      name,
+      tokenHash: hashToken(token),
+      lastFour: token.slice(-4),
+      createdBy: user.userId,
+      expiresAt: input.expiresAt ?? null,
+    })
+    .returning();
+  if (!row) throw new Error('insert returned no row');
+  await recordAudit(deps.db, deps.actor, { organizationId: user.organizationId, action: 'api_token.created', targetType: 'api_token', targetId: row.id });
+  return { ...apiTokenInfo(row), token };
+}
+
+/** The API tokens of the caller's organization (owner/admin), without values. */
+export async function listApiTokens(deps: Deps, organizationId: string): Promise<TokenInfo[]> {
+  requireRole(deps.actor.principal, organizationId, 'admin');
+  const rows = await deps.db.select().from(apiTokens).where(eq(apiTokens.organizationId, organizationId)).orderBy(desc(apiTokens.id));
+  return rows.map(apiTokenInfo);
+}
+
+/** Revokes an API token of the caller's organization; another organization's id is "not found". */
+export async function revokeApiToken(deps: Deps, organizationId: string, id: string): Promise<TokenInfo> {
+  requireRole(deps.actor.principal, organizationId, 'admin');
+  const [row] = await deps.db
+    .update(apiTokens)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(apiTokens.organizationId, organizationId), eq(apiTokens.id, id), isNull(apiTokens.revokedAt)))
+    .returning();
+  if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
+  await recordAudit(deps.db, deps.actor, { organizationId, action: 'api_token.revoked', targetType: 'api_token', targetId: id });
+  return apiTokenInfo(row);
+}
+
+function patInfo(row: typeof personalAccessTokens.$inferSelect): PersonalAccessTokenInfo {
+  return { ...tokenInfo(row, PAT_PREFIX), organizationIds: row.organizationIds };
+}
+
+function apiTokenInfo(row: typeof apiTokens.$inferSelect): TokenInfo {
+  return tokenInfo(row, API_TOKEN_PREFIX);
+}
+
+function tokenInfo(
+  row: { id: string; name: string; lastFour: string; expiresAt: Date | null; lastUsedAt: Date | null; revokedAt: Date | null; createdAt: Date },
+  prefix: string,
+): TokenInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    display: `${prefix}…${row.lastFour}`,
+    expiresAt: row.expiresAt,
+    lastUsedAt: row.lastUsedAt,
+    revokedAt: row.revokedAt,
+    createdAt: row.createdAt,
+  };
+}

@@ -1,0 +1,36 @@
+import type { Principal, Role } from '../http/context.ts';
+import { AppError } from '../http/errors.ts';
+
+const RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
+
+/** Whether `role` is at least `minimum`. */
+export function roleAtLeast(role: Role, minimum: Role): boolean {
+  return RANK[role] >= RANK[minimum];
+}
+
+/**
+ * The caller, if it acts in `organizationId` with at least `minimum` (API tokens act
+ * as admin); otherwise 401 (no caller) or 403. Every later feature authorizes here.
+ */
+export function requireRole(principal: Principal | null, organizationId: string, minimum: Role): Principal {
+  if (!principal) throw new AppError('UNAUTHENTICATED');
+  if (principal.organizationId !== organizationId || !roleAtLeast(principal.role, minimum)) {
+    throw new AppError('FORBIDDEN', { message: `This needs the ${minimum} role or higher in the organization` });
+  }
+  return principal;
+}
+
+/** The caller, if it is a user (not an API token). */
+export function requireUser(principal: Principal | null): Principal & { userId: string } {
+  if (!principal) throw new AppError('UNAUTHENTICATED');
+  if (!principal.userId) throw new AppError('FORBIDDEN', { message: 'This needs a user; API tokens cannot do it' });
+  return principal as Principal & { userId: string };
+}
+
+/** The caller, if it authenticated with a session JWT and is not being impersonated. */
+export function requireSessionUser(principal: Principal | null): Principal & { userId: string } {
+  const user = requireUser(principal);
+  if (user.kind !== 'jwt') throw new AppError('FORBIDDEN', { message: 'This needs a signed-in session' });
+  if (user.impersonatorId) throw new AppError('FORBIDDEN', { message: 'Not allowed while impersonating' });
+  return user;
+}

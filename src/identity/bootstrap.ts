@@ -1,0 +1,27 @@
+import { eq } from 'drizzle-orm';
+import { users } from '../db/schema.ts';
+import { createOrganization } from '../organizations/organizations.ts';
+import type { Services } from '../services.ts';
+import { findUserByEmail, insertUser, setDefaultOrganization } from './users.ts';
+
+/** Ensures the configured system administrator exists (BOOTSTRAP_ADMIN_EMAIL/PASSWORD). */
+export async function ensureBootstrapAdmin(services: Services): Promise<void> {
+  const admin = services.config.auth.bootstrapAdmin;
+  if (!admin) return;
+  const existing = await findUserByEmail(services.db, admin.email);
+  if (existing) {
+    if (!existing.systemAdmin) await services.db.update(users).set({ systemAdmin: true }).where(eq(users.id, existing.id));
+    return;
+  }
+  const passwordHash = await services.passwords.hash(admin.password);
+  await services.db.transaction(async (tx) => {
+    const user = await insertUser(tx, { email: admin.email, name: 'Administrator', passwordHash, systemAdmin: true });
+    const pending: (() => unknown)[] = [];
+    const organization = await createOrganization(
+      { db: tx, outbox: services.outbox, afterCommit: (fn) => pending.push(fn), actor: { principal: null, requestId: null, userId: user.id } },
+      { name: 'Administration', ownerUserId: user.id },
+    );
+    await setDefaultOrganization(tx, user.id, organization.id);
+  });
+  services.dispatcher.wake();
+}

@@ -1,0 +1,100 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createSigner, createVerifier } from 'fast-jwt';
+import type { JwtKey } from '../config/load.ts';
+
+export const PAT_PREFIX = 'tsp_';
+export const API_TOKEN_PREFIX = 'tsa_';
+const ISSUER = 'tessera';
+const AUDIENCE = 'tessera';
+
+/** A new opaque token: prefix + 32 random bytes, base64url. */
+export function newOpaqueToken(prefix: string): string {
+  return prefix + randomBytes(32).toString('base64url');
+}
+
+/** Opaque tokens are stored only as this hash. */
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+export interface SessionClaims {
+  /** User id. */
+  sub: string;
+  /** Organization the token is bound to. */
+  org: string;
+  /** Session id, checked against the sessions table on every request. */
+  sid: string;
+  exp: number;
+}
+
+type Verify = (token: string) => SessionClaims;
+
+/**
+ * Session JWTs (HS256). The first key signs; every key verifies, picked by `kid`,
+ * so secrets rotate without logging everyone out. fast-jwt caches verifications.
+ */
+export class SessionTokens {
+  private readonly sign: (payload: Record<string, unknown>) => string;
+  private readonly verifiers: Map<string, Verify>;
+  private readonly csrfKeys: Buffer[];
+
+  constructor(keys: JwtKey[]) {
+    const [first] = keys;
+    if (!first) throw new Error('at least one JWT key is required');
+    this.sign = createSigner({ algorithm: 'HS256', key: first.secret, kid: first.kid, iss: ISSUER, aud: AUDIENCE });
+    this.verifiers = new Map(
+      keys.map((key) => [
+        key.kid,
+        createVerifier({
+          algorithms: ['HS256'],
+          key: key.secret,
+          allowedIss: ISSUER,
+          allowedAud: AUDIENCE,
+          requiredClaims: ['sub', 'org', 'sid', 'exp'],
+          clockTolerance: 60_000,
+          cache: 10_000,
+        }) as Verify,
+      ]),
+    );
+    this.csrfKeys = keys.map((key) => createHmac('sha256', key.secret).update('tessera csrf v1').digest());
+  }
+
+  /** Signs a token for `claims`; `exp` is the session's expiry (seconds). */
+  issue(claims: SessionClaims): string {
+    return this.sign({ ...claims });
+  }
+
+  /** The claims of a valid token, or null (bad signature, expired, wrong issuer, unknown kid…). */
+  verify(token: string): SessionClaims | null {
+    const dot = token.indexOf('.');
+    if (dot <= 0 || token.length > 4096) return null;
+    let kid: unknown;
+    try {
+      kid = (JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString('utf8')) as { kid?: unknown }).kid;
+    } catch {
+      return null;
+    }
+    const verify = typeof kid === 'string' ? this.verifiers.get(kid) : undefined;
+    if (!verify) return null;
+    try {
+      const claims = verify(token);
+      return typeof claims.sub === 'string' && typeof claims.org === 'string' && typeof claims.sid === 'string' ? claims : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The CSRF token bound to a session (or to an anonymous nonce). */
+  csrfFor(binding: string): string {
+    return createHmac('sha256', this.csrfKeys[0] as Buffer).update(binding).digest('base64url');
+  }
+
+  /** Whether `token` is the CSRF token of `binding` under any configured key. */
+  csrfMatches(binding: string, token: string): boolean {
+    const given = Buffer.from(token);
+    return this.csrfKeys.some((key) => {
+      const expected = Buffer.from(createHmac('sha256', key).update(binding).digest('base64url'));
+      return expected.length === given.length && timingSafeEqual(expected, given);
+    });
+  }
+}

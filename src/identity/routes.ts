@@ -1,0 +1,256 @@
+import { randomBytes } from 'node:crypto';
+import { eq } from 'drizzle-orm';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { Type } from 'typebox';
+import { recordAudit } from '../audit/audit.ts';
+import type { Db } from '../db/client.ts';
+import { sessions } from '../db/schema.ts';
+import type { RequestContext } from '../http/context.ts';
+import { AppError } from '../http/errors.ts';
+import { createOrganization, getOrganization, membershipOf, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
+import type { Services } from '../services.ts';
+import { ulid } from 'ulidx';
+import { CSRF_COOKIE, SESSION_COOKIE } from './authenticate.ts';
+import { requireSessionUser, requireUser } from './authorize.ts';
+import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, SessionResponse, UserSchema } from './schemas.ts';
+import { findUserById, findUserByEmail, insertUser, publicUser, setDefaultOrganization, type UserRow } from './users.ts';
+
+const INVALID_LOGIN = 'Invalid e-mail or password';
+
+/** Registration, login, logout, CSRF and account routes (CONTRACT.md §3). */
+export function identityRoutes(app: FastifyInstance, services: Services): void {
+  const { config, passwords, sessionTokens, rateLimiter } = services;
+  const cookieBase = { path: '/', sameSite: 'lax' as const, secure: config.isProduction };
+
+  function setSessionCookies(reply: FastifyReply, token: string, sessionId: string, expiresAt: Date): void {
+    const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
+    reply.setCookie(SESSION_COOKIE, token, { ...cookieBase, httpOnly: true, maxAge });
+    reply.setCookie(CSRF_COOKIE, sessionTokens.csrfFor(`session:${sessionId}`), { ...cookieBase, httpOnly: false, maxAge });
+  }
+
+  function sessionBody(user: UserRow, organizationId: string, sessionId: string, expiresAt: Date) {
+    const accessToken = sessionTokens.issue({ sub: user.id, org: organizationId, sid: sessionId, exp: Math.floor(expiresAt.getTime() / 1000) });
+    return { success: true as const, accessToken, tokenType: 'Bearer' as const, expiresAt: expiresAt.toISOString(), user: publicUser(user), organizationId };
+  }
+
+  app.post(
+    '/v1/register',
+    {
+      config: { auth: 'public' },
+      schema: {
+        summary: 'Create a user and a personal organization',
+        tags: ['identity'],
+        body: Type.Object({ email: Email, password: Password, name: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }),
+        response: { 201: Type.Object({ success: Type.Literal(true), user: UserSchema, organization: OrganizationSchema }) },
+      },
+    },
+    async (request, reply) => {
+      await rateLimiter.checkEmail(request, reply);
+      const body = request.body as { email: string; password: string; name?: string };
+      // Hash before opening the transaction: never hold the database across 0.4 s of scrypt.
+      const passwordHash = await passwords.hash(body.password);
+      const tx = await request.ctx.tx();
+      const name = (body.name ?? '').trim();
+      const user = await insertUser(tx, { email: body.email, name, passwordHash });
+      const actor = { principal: null, requestId: request.id, userId: user.id };
+      const orgName = `${name || body.email.trim().split('@')[0] || 'My'}'s organization`.slice(0, 100);
+      const organization = await createOrganization(
+        { db: tx, outbox: services.outbox, afterCommit: (fn) => request.ctx.afterCommit(fn), actor },
+        { name: orgName, ownerUserId: user.id },
+      );
+      await setDefaultOrganization(tx, user.id, organization.id);
+      await recordAudit(tx, actor, { organizationId: organization.id, action: 'user.registered', targetType: 'user', targetId: user.id });
+      reply.code(201);
+      return { success: true as const, user: publicUser(user), organization };
+    },
+  );
+
+  app.post(
+    '/v1/login',
+    {
+      config: { auth: 'public' },
+      schema: {
+        summary: 'Sign in with e-mail and password',
+        tags: ['identity'],
+        body: Type.Object({ email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
+        response: { 200: SessionResponse },
+      },
+    },
+    async (request, reply) => {
+      await rateLimiter.checkEmail(request, reply);
+      const body = request.body as { email: string; password: string };
+      const user = await findUserByEmail(services.db, body.email);
+      // Unknown e-mails cost the same scrypt work and get the same answer.
+      const valid = user ? await passwords.verify(body.password, user.passwordHash) : await passwords.verifyDummy(body.password);
+      if (!user || !valid) throw new AppError('UNAUTHENTICATED', { message: INVALID_LOGIN });
+      const tx = await request.ctx.tx();
+      const organization = await loginOrganization(tx, services, request.ctx, user);
+      const sessionId = ulid();
+      const expiresAt = new Date(Date.now() + config.auth.sessionTtl * 1000);
+      await tx.insert(sessions).values({ id: sessionId, userId: user.id, expiresAt });
+      await recordAudit(tx, { principal: null, requestId: request.id, userId: user.id }, {
+        organizationId: organization.id,
+        action: 'session.created',
+        targetType: 'session',
+        targetId: sessionId,
+      });
+      const session = sessionBody(user, organization.id, sessionId, expiresAt);
+      setSessionCookies(reply, session.accessToken, sessionId, expiresAt);
+      return session;
+    },
+  );
+
+  app.post(
+    '/v1/logout',
+    {
+      config: { auth: 'authenticated' },
+      schema: {
+        summary: 'End the session (every token of it)',
+        tags: ['identity'],
+        response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }) },
+      },
+    },
+    async (request, reply) => {
+      const principal = request.ctx.principal;
+      if (principal?.kind !== 'jwt') throw new AppError('FORBIDDEN', { message: 'Only sessions sign out; revoke tokens instead' });
+      const tx = await request.ctx.tx();
+      await tx.update(sessions).set({ revokedAt: new Date() }).where(eq(sessions.id, principal.credentialId));
+      await recordAudit(tx, { principal, requestId: request.id }, {
+        organizationId: principal.organizationId,
+        action: 'session.revoked',
+        targetType: 'session',
+        targetId: principal.credentialId,
+      });
+      reply.clearCookie(SESSION_COOKIE, { path: '/' });
+      reply.clearCookie(CSRF_COOKIE, { path: '/' });
+      return { success: true as const, message: 'Signed out' };
+    },
+  );
+
+  app.get(
+    '/v1/csrf',
+    {
+      config: { auth: 'public' },
+      schema: {
+        summary: 'The CSRF token for cookie sessions (also set as the csrf_token cookie)',
+        tags: ['identity'],
+        response: { 200: Type.Object({ success: Type.Literal(true), csrf: Type.String() }) },
+      },
+    },
+    async (request, reply) => {
+      const cookie = request.cookies[SESSION_COOKIE];
+      const claims = cookie ? sessionTokens.verify(cookie) : null;
+      const csrf = sessionTokens.csrfFor(claims ? `session:${claims.sid}` : `anonymous:${randomBytes(16).toString('base64url')}`);
+      reply.setCookie(CSRF_COOKIE, csrf, { ...cookieBase, httpOnly: false });
+      return { success: true as const, csrf };
+    },
+  );
+
+  app.get(
+    '/v1/account/access',
+    {
+      config: { auth: 'authenticated' },
+      schema: {
+        summary: 'Who is calling, in which organization, with which role',
+        tags: ['identity'],
+        response: {
+          200: Type.Object({
+            success: Type.Literal(true),
+            user: Type.Union([Type.Object({ id: Type.String(), email: Type.String(), name: Type.String(), systemAdmin: Type.Boolean() }), Type.Null()]),
+            organization: OrganizationWithRoleSchema,
+            organizations: Type.Array(OrganizationWithRoleSchema),
+            authMethod: Type.Union([Type.Literal('jwt'), Type.Literal('pat'), Type.Literal('api_token')]),
+            impersonator: Type.Optional(Type.Object({ id: Type.String(), email: Type.String() })),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const principal = request.ctx.principal;
+      if (!principal) throw new AppError('UNAUTHENTICATED');
+      const db = services.db;
+      const organization = await getOrganization(db, principal.organizationId);
+      if (!organization) throw new AppError('FORBIDDEN');
+      const current: OrganizationWithRole = { ...organization, role: principal.role };
+      const user = principal.userId ? await findUserById(db, principal.userId) : null;
+      const organizations = user ? await organizationsOf(db, user.id) : [current];
+      const impersonator = principal.impersonatorId ? await findUserById(db, principal.impersonatorId) : null;
+      return {
+        success: true as const,
+        user: user ? { ...publicUser(user), systemAdmin: user.systemAdmin } : null,
+        organization: current,
+        organizations,
+        authMethod: principal.kind,
+        ...(impersonator ? { impersonator: { id: impersonator.id, email: impersonator.email } } : {}),
+      };
+    },
+  );
+
+  app.post(
+    '/v1/account/switch',
+    {
+      config: { auth: 'authenticated' },
+      schema: {
+        summary: 'A new token of the same session, bound to another organization',
+        tags: ['identity'],
+        body: Type.Object({ organizationId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
+        response: { 200: SessionResponse },
+      },
+    },
+    async (request, reply) => {
+      const principal = requireSessionUser(request.ctx.principal);
+      const { organizationId } = request.body as { organizationId: string };
+      const tx = await request.ctx.tx();
+      const membership = await membershipOf(tx, organizationId, principal.userId);
+      if (!membership) throw new AppError('FORBIDDEN', { message: 'You are not a member of that organization' });
+      const [session] = await tx.select().from(sessions).where(eq(sessions.id, principal.credentialId));
+      const user = await findUserById(tx, principal.userId);
+      if (!session || !user) throw new AppError('UNAUTHENTICATED');
+      await setDefaultOrganization(tx, user.id, organizationId);
+      await recordAudit(tx, { principal, requestId: request.id }, { organizationId, action: 'organization.switched', targetType: 'organization', targetId: organizationId });
+      const body = sessionBody(user, organizationId, session.id, session.expiresAt);
+      setSessionCookies(reply, body.accessToken, session.id, session.expiresAt);
+      return body;
+    },
+  );
+
+  app.post(
+    '/v1/organizations',
+    {
+      config: { auth: 'authenticated' },
+      schema: {
+        summary: 'Create an organization; the caller becomes its owner',
+        tags: ['organizations'],
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 1000 }) }, { additionalProperties: false }),
+        response: { 201: Type.Object({ success: Type.Literal(true), organization: OrganizationSchema }) },
+      },
+    },
+    async (request, reply) => {
+      const principal = requireUser(request.ctx.principal);
+      const { name } = request.body as { name: string };
+      const tx = await request.ctx.tx();
+      const organization = await createOrganization(
+        { db: tx, outbox: services.outbox, afterCommit: (fn) => request.ctx.afterCommit(fn), actor: { principal, requestId: request.id } },
+        { name, ownerUserId: principal.userId },
+      );
+      reply.code(201);
+      return { success: true as const, organization };
+    },
+  );
+}
+
+/** The organization a login binds to: the default if still a member, else the first, else a new personal one. */
+async function loginOrganization(tx: Db, services: Services, ctx: RequestContext, user: UserRow): Promise<OrganizationWithRole> {
+  if (user.defaultOrganizationId) {
+    const membership = await membershipOf(tx, user.defaultOrganizationId, user.id);
+    if (membership) return membership;
+  }
+  const [first] = await organizationsOf(tx, user.id);
+  if (first) return first;
+  const organization = await createOrganization(
+    { db: tx, outbox: services.outbox, afterCommit: (fn) => ctx.afterCommit(fn), actor: { principal: null, requestId: ctx.requestId, userId: user.id } },
+    { name: `${user.name || user.email.split('@')[0]}'s organization`.slice(0, 100), ownerUserId: user.id },
+  );
+  await setDefaultOrganization(tx, user.id, organization.id);
+  return { ...organization, role: 'owner' };
+}

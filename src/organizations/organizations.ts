@@ -1,0 +1,173 @@
+import { and, asc, eq } from 'drizzle-orm';
+import { ulid } from 'ulidx';
+import { type AuditActor, recordAudit } from '../audit/audit.ts';
+import type { Db } from '../db/client.ts';
+import { memberships, organizations, users } from '../db/schema.ts';
+import type { Outbox } from '../events/outbox.ts';
+import type { Role } from '../http/context.ts';
+import { AppError } from '../http/errors.ts';
+import { requireRole } from '../identity/authorize.ts';
+
+export interface OrganizationRef {
+  id: string;
+  name: string;
+}
+
+export interface OrganizationWithRole extends OrganizationRef {
+  role: Role;
+}
+
+/** Trims and checks an organization name (1–100 characters after trimming). */
+export function normalizeOrganizationName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed.length < 1 || trimmed.length > 100) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'body.name', message: 'must be 1–100 characters after trimming' }] });
+  }
+  return trimmed;
+}
+
+export interface CreateOrganizationDeps {
+  db: Db;
+  outbox: Outbox;
+  afterCommit: (fn: () => unknown) => void;
+  actor: AuditActor;
+}
+
+/** Creates an organization owned by `ownerUserId`, queues `organization.created` and audits it. */
+export async function createOrganization(deps: CreateOrganizationDeps, input: { name: string; ownerUserId: string }): Promise<OrganizationRef> {
+  const name = normalizeOrganizationName(input.name);
+  const id = ulid();
+  await deps.db.insert(organizations).values({ id, name });
+  await deps.db.insert(memberships).values({ organizationId: id, userId: input.ownerUserId, role: 'owner' });
+  await deps.outbox.emit(deps.db, deps.afterCommit, {
+    organizationId: id,
+    type: 'organization.created',
+    data: { organization: { id, name }, createdBy: input.ownerUserId },
+  });
+  await recordAudit(deps.db, deps.actor, { organizationId: id, action: 'organization.created', targetType: 'organization', targetId: id });
+  return { id, name };
+}
+
+/** The organization, with the role `userId` holds there, or null when not a member. */
+export async function membershipOf(db: Db, organizationId: string, userId: string): Promise<OrganizationWithRole | null> {
+  const [row] = await db
+    .select({ id: organizations.id, name: organizations.name, role: memberships.role })
+    .from(memberships)
+    .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
+    .where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, userId)));
+  return row ?? null;
+}
+
+/** Every organization `userId` belongs to, oldest membership first. */
+export async function organizationsOf(db: Db, userId: string): Promise<OrganizationWithRole[]> {
+  return db
+    .select({ id: organizations.id, name: organizations.name, role: memberships.role })
+    .from(memberships)
+    .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
+    .where(eq(memberships.userId, userId))
+    .orderBy(asc(memberships.createdAt), asc(organizations.id));
+}
+
+export async function getOrganization(db: Db, organizationId: string): Promise<OrganizationRef | null> {
+  const [row] = await db.select({ id: organizations.id, name: organizations.name }).from(organizations).where(eq(organizations.id, organizationId));
+  return row ?? null;
+}
+
+export interface Member {
+  user: { id: string; email: string; name: string };
+  role: Role;
+}
+
+export interface MemberDeps {
+  db: Db;
+  actor: AuditActor;
+}
+
+/** The members of the caller's organization (any member may list them). */
+export async function listMembers(deps: MemberDeps, organizationId: string): Promise<Member[]> {
+  requireRole(deps.actor.principal, organizationId, 'member');
+  const rows = await deps.db
+    .select({ id: users.id, email: users.email, name: users.name, role: memberships.role })
+    .from(memberships)
+    .innerJoin(users, eq(users.id, memberships.userId))
+    .where(eq(memberships.organizationId, organizationId))
+    .orderBy(asc(memberships.createdAt), asc(users.id));
+  return rows.map(({ role, ...user }) => ({ user, role }));
+}
+
+/**
+ * Adds an existing user, by e-mail, with `role`. Owners and admins may add members;
+ * only owners may make someone an owner.
+ */
+export async function addMember(deps: MemberDeps, organizationId: string, email: string, role: Role): Promise<Member> {
+  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
+  if (role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can add owners' });
+  const user = await userByEmail(deps.db, email);
+  const existing = await membershipOf(deps.db, organizationId, user.id);
+  if (existing) throw new AppError('CONFLICT', { message: 'That user is already a member' });
+  await deps.db.insert(memberships).values({ organizationId, userId: user.id, role });
+  await recordAudit(deps.db, deps.actor, { organizationId, action: 'member.added', targetType: 'user', targetId: user.id, detail: { role } });
+  return { user, role };
+}
+
+/** Changes a member's role; owners only touch owners, and the last owner stays an owner. */
+export async function setMemberRole(deps: MemberDeps, organizationId: string, email: string, role: Role): Promise<Member> {
+  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
+  const user = await userByEmail(deps.db, email);
+  const current = await membershipOf(deps.db, organizationId, user.id);
+  if (!current) throw new AppError('NOT_FOUND', { message: 'That user is not a member' });
+  if ((current.role === 'owner' || role === 'owner') && actor.role !== 'owner') {
+    throw new AppError('FORBIDDEN', { message: 'Only owners can grant or change the owner role' });
+  }
+  if (current.role === 'owner' && role !== 'owner') await assertNotLastOwner(deps.db, organizationId);
+  await deps.db
+    .update(memberships)
+    .set({ role })
+    .where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, user.id)));
+  await recordAudit(deps.db, deps.actor, {
+    organizationId,
+    action: 'member.role_changed',
+    targetType: 'user',
+    targetId: user.id,
+    detail: { from: current.role, to: role },
+  });
+  return { user, role };
+}
+
+/** Removes a member; access ends at once (roles are re-read on every request). */
+export async function removeMember(deps: MemberDeps, organizationId: string, email: string): Promise<void> {
+  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
+  const user = await userByEmail(deps.db, email);
+  const current = await membershipOf(deps.db, organizationId, user.id);
+  if (!current) throw new AppError('NOT_FOUND', { message: 'That user is not a member' });
+  if (current.role === 'owner') {
+    if (actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can remove an owner' });
+    await assertNotLastOwner(deps.db, organizationId);
+  }
+  await deps.db.delete(memberships).where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, user.id)));
+  await recordAudit(deps.db, deps.actor, { organizationId, action: 'member.removed', targetType: 'user', targetId: user.id });
+}
+
+async function assertNotLastOwner(db: Db, organizationId: string): Promise<void> {
+  // Lock the organization's owner rows so two concurrent demotions cannot both pass.
+  const owners = await db
+    .select({ userId: memberships.userId })
+    .from(memberships)
+    .where(and(eq(memberships.organizationId, organizationId), eq(memberships.role, 'owner')))
+    .for('update');
+  if (owners.length <= 1) throw new AppError('CONFLICT', { message: 'The last owner cannot be removed or demoted' });
+}
+
+async function userByEmail(db: Db, email: string): Promise<{ id: string; email: string; name: string }> {
+  const [user] = await db
+    .select({ id: users.id, email: users.email, name: users.name })
+    .from(users)
+    .where(eq(users.emailNormalized, normalizeEmail(email)));
+  if (!user) throw new AppError('NOT_FOUND', { message: 'No user with that e-mail' });
+  return user;
+}
+
+/** E-mails compare case-insensitively. */
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}

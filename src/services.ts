@@ -1,0 +1,20 @@
+import type { Config } from './config/load.ts';
+import type { Database, Db } from './db/client.ts';
+import type { Dispatcher } from './events/dispatcher.ts';
+import type { Outbox } from './events/outbox.ts';
+import type { RateLimiter } from './http/rate-limit.ts';
+import type { SessionTokens } from './identity/credentials.ts';
+import type { PasswordHasher } from './identity/password.ts';
+
+/** What routes and background work share, built once at start. */
+export interface Services {
+  config: Config;
+  database: Database;
+  /** The root handle: for system operations that commit on their own. */
+  db: Db;
+  passwords: PasswordHasher;
+  sessionTokens: SessionTokens;
+  rateLimiter: RateLimiter;
+  outbox: Outbox;
+  dispatcher: Dispatcher;
+}
