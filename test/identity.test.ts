@@ -417,3 +417,38 @@ describe('rate limiting', () => {
     }
   });
 });
+
+describe('production cookies and proxies', () => {
+  it('marks cookies Secure in production and believes X-Forwarded-For only from TRUST_PROXY', async () => {
+    const prod = await createTestApp({
+      env: { APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example', TRUST_PROXY: '127.0.0.1', RATE_LIMIT_MAX: '2' },
+    });
+    try {
+      await prod.fastify.inject({ method: 'POST', url: '/v1/register', payload: { email: 'prod@example.com', password: 'production password' } });
+      const res = await prod.fastify.inject({ method: 'POST', url: '/v1/login', payload: { email: 'prod@example.com', password: 'production password' }, headers: { 'x-forwarded-for': '203.0.113.9' } });
+      expect(res.statusCode).toBe(200);
+      for (const cookie of res.cookies) expect(cookie.secure, cookie.name).toBe(true);
+      // Two clients behind the trusted proxy have separate budgets.
+      const statuses = [];
+      for (const ip of ['198.51.100.1', '198.51.100.1', '198.51.100.1', '198.51.100.2']) {
+        statuses.push((await prod.fastify.inject({ method: 'GET', url: '/v1/csrf', headers: { 'x-forwarded-for': ip } })).statusCode);
+      }
+      expect(statuses).toEqual([200, 200, 429, 200]);
+    } finally {
+      await prod.close();
+    }
+  });
+
+  it('ignores X-Forwarded-For without TRUST_PROXY', async () => {
+    const plain = await createTestApp({ env: { RATE_LIMIT_MAX: '2' } });
+    try {
+      const statuses = [];
+      for (const ip of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
+        statuses.push((await plain.fastify.inject({ method: 'GET', url: '/v1/csrf', headers: { 'x-forwarded-for': ip } })).statusCode);
+      }
+      expect(statuses).toEqual([200, 200, 429]);
+    } finally {
+      await plain.close();
+    }
+  });
+});

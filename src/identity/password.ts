@@ -22,6 +22,8 @@ export class PasswordHasher {
   private running = 0;
   private readonly waiting: (() => void)[] = [];
   private dummyHash: Promise<string> | undefined;
+  /** scrypt derivations started (metrics; tests check that unknown e-mails cost the same). */
+  derivations = 0;
 
   constructor(options: PasswordHasherOptions) {
     this.cost = options.cost;
@@ -54,6 +56,7 @@ export class PasswordHasher {
 
   private async derive(password: string, salt: Buffer, cost: number, r: number, p: number): Promise<Buffer> {
     await this.acquire();
+    this.derivations++;
     try {
       const N = 2 ** cost;
       return await new Promise<Buffer>((resolve, reject) => {
