@@ -55,7 +55,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
 
   installValidation(fastify);
   // JSON only: text/plain bodies are the classic CSRF vector.
-  fastify.removeContentTypeParser(['text/plain']);
+  fastify.removeContentTypeParser(['text/plain', 'application/json']);
+  const parseJson = fastify.getDefaultJsonParser('error', 'error');
+  // A body-less POST (logout) from a browser still says application/json: an empty body is no body.
+  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
   await fastify.register(fastifyCookie);
 
   const dispatcher = createDispatcher({
@@ -64,11 +70,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
     pollIntervalMs: config.events.pollInterval * 1000,
     logger,
   });
+  const passwords = new PasswordHasher({ cost: config.auth.passwordCost });
+  void passwords.prepare();
   const services: Services = {
     config,
     database,
     db: database.db,
-    passwords: new PasswordHasher({ cost: config.auth.passwordCost }),
+    passwords,
     sessionTokens: new SessionTokens(config.jwtKeys),
     rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window }),
     outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake() }),

@@ -26,6 +26,10 @@ try {
     });
   }
 } catch (error) {
+  if (error instanceof ConfigError) {
+    for (const problem of error.problems) process.stderr.write(`config: ${problem}\n`);
+    process.exit(1);
+  }
   if (error instanceof DataDirLockedError) {
     process.stderr.write(`${error.message}\n`);
     process.exit(1);

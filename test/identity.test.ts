@@ -452,3 +452,38 @@ describe('production cookies and proxies', () => {
     }
   });
 });
+
+describe('review fixes', () => {
+  it('promotes an existing user to bootstrap admin only with that user’s password', async () => {
+    const squatter = await registerAndLogin(t.fastify, 'squatter');
+    const services = { ...t.app.services, config: { ...t.app.services.config, auth: { ...t.app.services.config.auth, bootstrapAdmin: { email: squatter.email, password: 'not the squatter password' } } } };
+    await expect(ensureBootstrapAdmin(services)).rejects.toMatchObject({ name: 'ConfigError', problems: [expect.stringMatching(/^BOOTSTRAP_ADMIN_EMAIL/)] });
+    expect((await access(bearer(squatter.token))).json().user.systemAdmin).toBe(false);
+    const owned = { ...services, config: { ...services.config, auth: { ...services.config.auth, bootstrapAdmin: { email: squatter.email, password: squatter.password } } } };
+    await ensureBootstrapAdmin(owned);
+    expect((await access(bearer(squatter.token))).json().user.systemAdmin).toBe(true);
+  });
+
+  it('exempts header credentials from the Origin check', async () => {
+    const account = await registerAndLogin(t.fastify, 'origin');
+    const res = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: { ...bearer(account.token), origin: 'https://other.example' }, payload: { name: 'ok' } });
+    expect(res.statusCode).toBe(201);
+  });
+
+  it('lets a browser sign out with a body-less JSON POST', async () => {
+    const account = await registerAndLogin(t.fastify, 'bodyless');
+    const res = await t.fastify.inject({ method: 'POST', url: '/v1/logout', headers: { ...browser(account), 'content-type': 'application/json' } });
+    expect(res.statusCode).toBe(200);
+    expect((await access({ cookie: `session=${account.cookies.session}` })).statusCode).toBe(401);
+  });
+
+  it('answers 401, not 403, to an unauthenticated request that asks to impersonate', async () => {
+    const res = await access({ 'x-impersonate-user': '' });
+    expect(res.statusCode).toBe(401);
+  });
+
+  it('sends session tokens with Cache-Control: no-store', async () => {
+    const res = await t.fastify.inject({ method: 'POST', url: '/v1/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
+    expect(res.headers['cache-control']).toBe('no-store');
+  });
+});

@@ -234,13 +234,13 @@ function checkUrl(value: string, name: string, isProduction: boolean, problems: 
     problems.push(`${name}: expected an absolute URL, got "${shorten(value)}"`);
     return '';
   }
-  const loopbackHttp = url.protocol === 'http:' && isLoopbackHost(url.hostname);
-  if (url.protocol !== 'https:' && !(loopbackHttp && !isProduction)) {
-    problems.push(`${name}: must use https:${isProduction ? '' : ' (http: is allowed only for loopback hosts in development)'}, got "${shorten(value)}"`);
-    return '';
-  }
   if (url.username || url.password || url.hash) {
     problems.push(`${name}: must not carry userinfo or a fragment`);
+    return '';
+  }
+  const loopbackHttp = url.protocol === 'http:' && isLoopbackHost(url.hostname);
+  if (url.protocol !== 'https:' && !(loopbackHttp && !isProduction)) {
+    problems.push(`${name}: must use https:${isProduction ? '' : ' (http: is allowed only for loopback hosts in development)'}, got "${shorten(`${url.protocol}//${url.host}`)}"`);
     return '';
   }
   return url.href.replace(/\/$/, '');

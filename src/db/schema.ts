@@ -154,3 +154,86 @@ export const eventDeliveries = pgTable(
     index('event_deliveries_due_idx').on(t.nextAttemptAt).where(sql`delivered_at IS NULL`),
   ],
 );
+
+export type IntegrationStatus = 'connected' | 'expired' | 'invalid' | 'warning';
+
+/** One integration per (organization, provider). */
+export const integrations = pgTable(
+  'integrations',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    id: text('id').notNull(),
+    provider: text('provider').notNull(),
+    name: text('name').notNull(),
+    description: text('description').notNull(),
+    /** Scopes the provider reported as granted. */
+    scopes: text('scopes').array().notNull().default(sql`'{}'::text[]`),
+    /** The provider account's stable id (GitHub numeric id; Slack team:user). */
+    providerAccountId: text('provider_account_id').notNull(),
+    status: text('status').$type<IntegrationStatus>().notNull().default('connected'),
+    /** Our words for the last failure, never the provider's raw text. */
+    lastError: text('last_error'),
+    detectedAt: time('detected_at'),
+    lastValidatedAt: time('last_validated_at'),
+    /** Access-token expiry in plain (not secret): for scheduling refreshes. */
+    tokenExpiresAt: time('token_expires_at'),
+    refreshTokenExpiresAt: time('refresh_token_expires_at'),
+    /** Bumped whenever the secrets are replaced: refreshes compare-and-set on it. */
+    tokenVersion: integer('token_version').notNull().default(1),
+    nextValidationAt: time('next_validation_at'),
+    /** Cross-process refresh lease: which instance may call the provider, until when. */
+    leaseOwner: text('lease_owner'),
+    leaseUntil: time('lease_until'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.id] }),
+    uniqueIndex('integrations_organization_provider_key').on(t.organizationId, t.provider),
+    index('integrations_next_validation_idx').on(t.nextValidationAt),
+  ],
+);
+
+/**
+ * Encrypted secrets, six names per integration at most. Rows are immutable (a
+ * trigger rejects UPDATE): replacing is delete + insert in one transaction.
+ */
+export const integrationSecrets = pgTable(
+  'integration_secrets',
+  {
+    organizationId: text('organization_id').notNull(),
+    integrationId: text('integration_id').notNull(),
+    name: text('name').notNull(),
+    /** Id of the master key (in ENCRYPTION_KEYS) the row is encrypted under. */
+    keyId: text('key_id').notNull(),
+    /** `v1.<salt>.<iv>.<ciphertext+tag>`, base64url parts. */
+    envelope: text('envelope').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.integrationId, t.name] }),
+    index('integration_secrets_key_id_idx').on(t.keyId),
+  ],
+);
+
+/** Server-side OAuth state: single use, consumed atomically on callback. */
+export const oauthStates = pgTable(
+  'oauth_states',
+  {
+    organizationId: text('organization_id').notNull(),
+    /** SHA-256 of the state's random nonce. */
+    nonceHash: text('nonce_hash').notNull(),
+    userId: text('user_id').notNull(),
+    provider: text('provider').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    scopes: text('scopes').array().notNull(),
+    /** The PKCE verifier, encrypted like any secret (null without PKCE). */
+    codeVerifier: text('code_verifier'),
+    codeVerifierKeyId: text('code_verifier_key_id'),
+    /** SHA-256 of the `oauth_tx` cookie value that binds the flow to the browser. */
+    txHash: text('tx_hash').notNull(),
+    expiresAt: time('expires_at').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.nonceHash] }), index('oauth_states_expires_idx').on(t.expiresAt)],
+);

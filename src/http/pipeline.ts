@@ -78,12 +78,14 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
     request.log.info({ method: request.method, url: pathOnly(request.url), route: request.routeOptions.url }, 'request start');
     trace.push('recovery');
     reply.type('application/json; charset=utf-8');
-    const origin = request.headers.origin;
     // CORS: exact configured origins only, never reflected.
-    if (origin !== undefined && cors.has(origin)) {
-      reply.header('access-control-allow-origin', origin);
-      reply.header('access-control-allow-credentials', 'true');
+    if (cors.size > 0) {
       reply.header('vary', 'Origin');
+      const origin = request.headers.origin;
+      if (origin !== undefined && cors.has(origin)) {
+        reply.header('access-control-allow-origin', origin);
+        reply.header('access-control-allow-credentials', 'true');
+      }
     }
     trace.push('mime');
     request.ctx = new RequestContext(request.id, request.log, database);

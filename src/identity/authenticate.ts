@@ -32,14 +32,13 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
   const allowedOrigins = new Set([deps.config.server.publicOrigin, ...deps.config.oauth.redirectOrigins, ...deps.config.server.corsOrigins]);
   return {
     impersonation: (request) => {
+      // Only noted here: the decision waits until the caller is authenticated.
       const header = request.headers['x-impersonate-user'];
-      if (header === undefined) return;
-      if (typeof header !== 'string' || !header) throw new AppError('FORBIDDEN', { message: 'Invalid X-Impersonate-User header' });
-      request.ctx.impersonateUserId = header;
+      if (header !== undefined) request.ctx.impersonateUserId = typeof header === 'string' ? header : '';
     },
     authentication: async (request) => {
       let principal = await authenticate(deps, request);
-      if (request.ctx.impersonateUserId) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
+      if (request.ctx.impersonateUserId !== null) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
       request.ctx.principal = principal;
     },
     systemAdmin: (request) => {
@@ -47,10 +46,12 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
     },
     csrf: (request) => {
       if (!deps.config.csrf.enabled || SAFE_METHODS.has(request.method)) return;
+      const principal = request.ctx.principal;
+      // Header credentials are exempt: a browser never attaches them by itself.
+      if (principal && !principal.viaCookie) return;
       const origin = request.headers.origin;
       if (origin !== undefined && !allowedOrigins.has(origin)) throw new AppError('CSRF_INVALID', { message: 'Origin not allowed' });
-      const principal = request.ctx.principal;
-      if (!principal?.viaCookie) return;
+      if (!principal) return;
       const contentType = request.headers['content-type'] ?? '';
       if (!/^application\/json\s*(;|$)/i.test(contentType)) throw new AppError('CSRF_INVALID', { message: 'Cookie-authenticated requests must be application/json' });
       const header = request.headers['x-csrf-token'];
@@ -208,6 +209,7 @@ interface TargetRow {
  * session JWT, never onto another system admin. Every impersonated request is audited.
  */
 async function impersonate(db: Db, request: FastifyRequest, caller: Principal, targetId: string): Promise<Principal> {
+  if (!targetId || targetId.length > 64) throw new AppError('FORBIDDEN', { message: 'Invalid X-Impersonate-User header' });
   if (caller.kind !== 'jwt' || !caller.systemAdmin || !caller.userId) {
     throw new AppError('FORBIDDEN', { message: 'Only system administrators signed in with a session may impersonate' });
   }
@@ -216,8 +218,9 @@ async function impersonate(db: Db, request: FastifyRequest, caller: Principal, t
     db,
     sql`SELECT u.id, u.system_admin, o.organization_id, m.role
         FROM users u
-        CROSS JOIN LATERAL (SELECT COALESCE(${wanted}::text, u.default_organization_id,
-          (SELECT organization_id FROM memberships WHERE user_id = u.id ORDER BY created_at LIMIT 1)) AS organization_id) o
+        CROSS JOIN LATERAL (SELECT COALESCE(${wanted}::text,
+          (SELECT organization_id FROM memberships WHERE user_id = u.id AND organization_id = u.default_organization_id),
+          (SELECT organization_id FROM memberships WHERE user_id = u.id ORDER BY created_at, organization_id LIMIT 1)) AS organization_id) o
         LEFT JOIN memberships m ON m.user_id = u.id AND m.organization_id = o.organization_id
         WHERE u.id = ${targetId}`,
   );
@@ -249,7 +252,7 @@ function organizationHeader(request: FastifyRequest): string | null {
   const header = request.headers['x-organization-id'];
   if (header === undefined) return null;
   if (typeof header !== 'string' || !/^[0-9A-Za-z_-]{1,64}$/.test(header)) {
-    throw new AppError('FORBIDDEN', { message: 'Invalid X-Organization-ID header' });
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'headers.x-organization-id', message: 'must be an organization id' }] });
   }
   return header;
 }

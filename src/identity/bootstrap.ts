@@ -1,4 +1,5 @@
 import { eq } from 'drizzle-orm';
+import { ConfigError } from '../config/load.ts';
 import { users } from '../db/schema.ts';
 import { createOrganization } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
@@ -10,7 +11,14 @@ export async function ensureBootstrapAdmin(services: Services): Promise<void> {
   if (!admin) return;
   const existing = await findUserByEmail(services.db, admin.email);
   if (existing) {
-    if (!existing.systemAdmin) await services.db.update(users).set({ systemAdmin: true }).where(eq(users.id, existing.id));
+    if (existing.systemAdmin) return;
+    // Registration is public: anyone could have registered this e-mail first. Promote only its proven owner.
+    if (!(await services.passwords.verify(admin.password, existing.passwordHash))) {
+      throw new ConfigError([
+        'BOOTSTRAP_ADMIN_EMAIL (auth.bootstrapAdmin.email): a user with this e-mail already exists and BOOTSTRAP_ADMIN_PASSWORD is not its password; refusing to make it a system administrator. Use another e-mail, or that user\'s password.',
+      ]);
+    }
+    await services.db.update(users).set({ systemAdmin: true }).where(eq(users.id, existing.id));
     return;
   }
   const passwordHash = await services.passwords.hash(admin.password);

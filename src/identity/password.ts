@@ -49,9 +49,20 @@ export class PasswordHasher {
 
   /** Spends the same work as a real verification, for e-mails that match no user. */
   async verifyDummy(password: string): Promise<false> {
-    this.dummyHash ??= this.hash('dummy-password-for-timing');
-    await this.verify(password, await this.dummyHash);
+    await this.verify(password, await this.prepare());
     return false;
+  }
+
+  /** Computes the dummy hash ahead of time (at start), so the first unknown e-mail costs one derivation, not two. */
+  prepare(): Promise<string> {
+    this.dummyHash ??= this.hash('dummy-password-for-timing');
+    return this.dummyHash;
+  }
+
+  /** Whether a stored hash uses other parameters than new hashes would (re-hash it after a good login). */
+  needsRehash(stored: string): boolean {
+    const [scheme, cost, r, p] = stored.split('$');
+    return scheme !== 'scrypt' || Number(cost) !== this.cost || Number(r) !== R || Number(p) !== P;
   }
 
   private async derive(password: string, salt: Buffer, cost: number, r: number, p: number): Promise<Buffer> {

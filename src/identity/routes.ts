@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
-import { sessions } from '../db/schema.ts';
+import { sessions, users } from '../db/schema.ts';
 import type { RequestContext } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import { createOrganization, getOrganization, membershipOf, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
@@ -23,6 +23,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   const cookieBase = { path: '/', sameSite: 'lax' as const, secure: config.isProduction };
 
   function setSessionCookies(reply: FastifyReply, token: string, sessionId: string, expiresAt: Date): void {
+    reply.header('cache-control', 'no-store');
     const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
     reply.setCookie(SESSION_COOKIE, token, { ...cookieBase, httpOnly: true, maxAge });
     reply.setCookie(CSRF_COOKIE, sessionTokens.csrfFor(`session:${sessionId}`), { ...cookieBase, httpOnly: false, maxAge });
@@ -83,7 +84,10 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       // Unknown e-mails cost the same scrypt work and get the same answer.
       const valid = user ? await passwords.verify(body.password, user.passwordHash) : await passwords.verifyDummy(body.password);
       if (!user || !valid) throw new AppError('UNAUTHENTICATED', { message: INVALID_LOGIN });
+      // A hash made at another cost would make this user's logins time differently from unknown e-mails.
+      const newHash = passwords.needsRehash(user.passwordHash) ? await passwords.hash(body.password) : null;
       const tx = await request.ctx.tx();
+      if (newHash) await tx.update(users).set({ passwordHash: newHash }).where(eq(users.id, user.id));
       const organization = await loginOrganization(tx, services, request.ctx, user);
       const sessionId = ulid();
       const expiresAt = new Date(Date.now() + config.auth.sessionTtl * 1000);

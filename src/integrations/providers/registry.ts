@@ -1,0 +1,116 @@
+import { type Config, ConfigError } from '../../config/load.ts';
+import { github } from './github.ts';
+import { slack } from './slack.ts';
+import { ProviderError, type ProviderContext, type ProviderDefinition, type ProviderResponse } from './types.ts';
+
+/** Every provider Tessera knows. Adding one: a definition file, then list it here. */
+export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack];
+
+const MAX_BODY = 1024 * 1024;
+
+/** A provider with its configuration applied: usable for connect, refresh and calls. */
+export interface ConfiguredProvider {
+  id: string;
+  displayName: string;
+  definition: ProviderDefinition;
+  clientId: string;
+  /** Stays on the server: never in a response, an authUrl or a log line. */
+  clientSecret: string;
+  /** `<clientEndpoint>/v1/integrations/oauth/callback`. */
+  redirectUri: string;
+  /** Scopes requested when a start names none; also the allowed set. */
+  scopes: string[];
+  context: ProviderContext;
+}
+
+export interface ProviderRegistry {
+  /** The configured provider (client id and secret set), or undefined. */
+  get(id: string): ConfiguredProvider | undefined;
+  /** Every configured provider. */
+  list(): ConfiguredProvider[];
+}
+
+/**
+ * Builds the registry once at start from the definitions and the configuration.
+ * Configuration naming a provider without a definition is a start-up error.
+ */
+export function buildProviderRegistry(config: Config, definitions: readonly ProviderDefinition[] = DEFINITIONS): ProviderRegistry {
+  const byId = new Map(definitions.map((definition) => [definition.id, definition]));
+  const problems: string[] = [];
+  for (const id of Object.keys(config.providers)) {
+    if (!byId.has(id)) {
+      problems.push(`INTEGRATION_OAUTH_${id.toUpperCase()}_* (integrationOauthProvider.${id}): no provider definition "${id}"; known: ${[...byId.keys()].join(', ')}`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const configured = new Map<string, ConfiguredProvider>();
+  for (const definition of definitions) {
+    const settings = config.providers[definition.id];
+    if (!settings?.clientId || !settings.clientSecret) continue;
+    const endpoints = {
+      authUrl: settings.authUrl ?? definition.endpoints.authUrl,
+      tokenUrl: settings.tokenUrl ?? definition.endpoints.tokenUrl,
+      apiUrl: (settings.apiUrl ?? definition.endpoints.apiUrl).replace(/\/+$/, ''),
+    };
+    const clientEndpoint = (settings.clientEndpoint ?? config.server.publicUrl).replace(/\/+$/, '');
+    configured.set(definition.id, {
+      id: definition.id,
+      displayName: definition.displayName,
+      definition,
+      clientId: settings.clientId,
+      clientSecret: settings.clientSecret,
+      redirectUri: `${clientEndpoint}/v1/integrations/oauth/callback`,
+      scopes: settings.scopes?.length ? settings.scopes : definition.defaultScopes,
+      context: {
+        endpoints,
+        clientId: settings.clientId,
+        clientSecret: settings.clientSecret,
+        request: (url, init) => providerRequest(url, init, config.oauth.providerTimeout * 1000),
+      },
+    });
+  }
+  return {
+    get: (id) => configured.get(id),
+    list: () => [...configured.values()],
+  };
+}
+
+/**
+ * One provider call: a timeout, no redirects followed, the body read up to a cap.
+ * Network failures, timeouts and oversized bodies become ProviderError('transient');
+ * the cause is kept for debugging but never logged raw (it can hold URLs with codes).
+ */
+export async function providerRequest(url: string, init: RequestInit, timeoutMs: number): Promise<ProviderResponse> {
+  let response: Response;
+  try {
+    response = await fetch(url, { ...init, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+  } catch (error) {
+    const timedOut = error instanceof DOMException && (error.name === 'TimeoutError' || error.name === 'AbortError');
+    throw new ProviderError('transient', timedOut ? 'provider timed out' : 'provider unreachable', { cause: error });
+  }
+  try {
+    const body = await readCapped(response, MAX_BODY);
+    return { status: response.status, headers: response.headers, body };
+  } catch (error) {
+    throw new ProviderError('transient', 'provider answer could not be read', { status: response.status, cause: error });
+  }
+}
+
+async function readCapped(response: Response, limit: number): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw new Error('provider answer too large');
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -1,0 +1,84 @@
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import type { Keyring } from '../config/load.ts';
+
+const FORMAT = 'v1';
+const INFO = Buffer.from('tessera secret v1');
+
+/** What a ciphertext is bound to: copied to another row, it no longer decrypts. */
+export interface SecretBinding {
+  organizationId: string;
+  /** The integration id (or, for OAuth state rows, the state's nonce hash). */
+  recordId: string;
+  name: string;
+}
+
+export interface Sealed {
+  keyId: string;
+  /** `v1.<salt>.<iv>.<ciphertext+tag>`, base64url parts. */
+  envelope: string;
+}
+
+/** Thrown when a ciphertext does not decrypt: a 500, never a silent "invalid". */
+export class SecretDecryptionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SecretDecryptionError';
+  }
+}
+
+/**
+ * Length-prefixed associated data: format version, key id, organization, record and
+ * secret name, each as a 4-byte length and its UTF-8 bytes, so no two bindings can
+ * produce the same bytes.
+ */
+function associatedData(keyId: string, binding: SecretBinding): Buffer {
+  const parts = [FORMAT, keyId, binding.organizationId, binding.recordId, binding.name].map((part) => Buffer.from(part, 'utf8'));
+  const out = Buffer.alloc(parts.reduce((sum, part) => sum + 4 + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    offset = out.writeUInt32BE(part.length, offset);
+    offset += part.copy(out, offset);
+  }
+  return out;
+}
+
+/** A per-record key: HKDF-SHA256 of the master key with a random salt, so no key nears GCM's limits. */
+function recordKey(master: Buffer, salt: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', master, salt, INFO, 32));
+}
+
+/** Encrypts `plaintext` under the keyring's active key with AES-256-GCM. */
+export function seal(keyring: Keyring, binding: SecretBinding, plaintext: string): Sealed {
+  const keyId = keyring.activeId;
+  const master = keyring.keys.get(keyId);
+  if (!master) throw new Error(`active key ${keyId} missing from the keyring`);
+  const salt = randomBytes(32);
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', recordKey(master, salt), iv);
+  cipher.setAAD(associatedData(keyId, binding));
+  const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final(), cipher.getAuthTag()]);
+  return { keyId, envelope: [FORMAT, salt.toString('base64url'), iv.toString('base64url'), ciphertext.toString('base64url')].join('.') };
+}
+
+/** Decrypts a sealed value for `binding`; throws SecretDecryptionError on any mismatch. */
+export function open(keyring: Keyring, binding: SecretBinding, sealed: Sealed): string {
+  const master = keyring.keys.get(sealed.keyId);
+  if (!master) throw new SecretDecryptionError(`secret encrypted under key id "${sealed.keyId}", which is not in ENCRYPTION_KEYS`);
+  const [format, salt, iv, body] = sealed.envelope.split('.');
+  if (format !== FORMAT || !salt || !iv || !body) throw new SecretDecryptionError('unrecognized secret envelope');
+  const data = Buffer.from(body, 'base64url');
+  if (data.length < 16) throw new SecretDecryptionError('truncated secret envelope');
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', recordKey(master, Buffer.from(salt, 'base64url')), Buffer.from(iv, 'base64url'));
+    decipher.setAAD(associatedData(sealed.keyId, binding));
+    decipher.setAuthTag(data.subarray(data.length - 16));
+    return Buffer.concat([decipher.update(data.subarray(0, data.length - 16)), decipher.final()]).toString('utf8');
+  } catch {
+    throw new SecretDecryptionError('secret failed to decrypt (wrong key, or moved from another row)');
+  }
+}
+
+/** A key for `purpose` derived from a master key: never the encryption key itself. */
+export function deriveKey(master: Buffer, purpose: string): Buffer {
+  return createHmac('sha256', master).update(`tessera derived key: ${purpose}`).digest();
+}
