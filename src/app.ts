@@ -16,6 +16,10 @@ import { identitySlots } from './identity/authenticate.ts';
 import { SessionTokens } from './identity/credentials.ts';
 import { PasswordHasher } from './identity/password.ts';
 import { identityRoutes } from './identity/routes.ts';
+import { connectRoutes } from './integrations/connect-routes.ts';
+import { buildProviderRegistry } from './integrations/providers/registry.ts';
+import { StateCodec } from './integrations/state.ts';
+import { keyringReadiness } from './secrets/keyring-check.ts';
 import type { Services } from './services.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -81,6 +85,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window }),
     outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake() }),
     dispatcher,
+    providers: buildProviderRegistry(config),
+    stateCodec: new StateCodec(config.keyring),
   };
   fastify.addHook('onClose', async () => {
     await dispatcher.stop();
@@ -110,12 +116,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
     },
   });
 
-  const readiness: Readiness = { migrating: false, checks: [] };
+  const readiness: Readiness = { migrating: false, checks: [keyringReadiness(database.db, config.keyring)] };
   healthRoutes(fastify, database, readiness);
   fastify.get('/api-docs', { config: { auth: 'unauthenticated' }, schema: { summary: 'This OpenAPI document', tags: ['meta'] } }, async () =>
     fastify.swagger(),
   );
   identityRoutes(fastify, services);
+  connectRoutes(fastify, services);
   await options.routes?.(fastify, services);
   await fastify.ready();
   return { fastify, services, readiness, startBackground: () => dispatcher.start() };

@@ -3,6 +3,8 @@ import type { Database, Db } from './db/client.ts';
 import type { Dispatcher } from './events/dispatcher.ts';
 import type { Outbox } from './events/outbox.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
+import type { ProviderRegistry } from './integrations/providers/registry.ts';
+import type { StateCodec } from './integrations/state.ts';
 import type { SessionTokens } from './identity/credentials.ts';
 import type { PasswordHasher } from './identity/password.ts';
 
@@ -17,4 +19,6 @@ export interface Services {
   rateLimiter: RateLimiter;
   outbox: Outbox;
   dispatcher: Dispatcher;
+  providers: ProviderRegistry;
+  stateCodec: StateCodec;
 }

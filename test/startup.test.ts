@@ -93,3 +93,25 @@ describe.runIf(TEST_DATABASE_URL)('npm start on PostgreSQL', () => {
     }
   });
 });
+
+describe('npm run rotate-keys', () => {
+  it('re-encrypts under the first key, with a progress line, and exits 0', async () => {
+    const { spawn } = await import('node:child_process');
+    const { ROOT } = await import('./helpers/process.ts');
+    const dataDir = tempDir();
+    const run = (keys: string) =>
+      new Promise<{ code: number | null; output: string }>((resolve) => {
+        const child = spawn(process.execPath, ['scripts/rotate-keys.ts'], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, ENCRYPTION_KEYS: keys, JWT_SECRET: 'j'.repeat(40), ...(TEST_DATABASE_URL ? {} : {}) },
+        });
+        let output = '';
+        child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        child.on('exit', (code) => resolve({ code, output }));
+      });
+    const result = await run(`new:${Buffer.alloc(32, 2).toString('base64')},old:${Buffer.alloc(32, 1).toString('base64')}`);
+    expect(result.code, result.output).toBe(0);
+    expect(result.output).toMatch(/rotated 0 secrets to key "new"/);
+  });
+});

@@ -16,6 +16,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Every route declares its class; registration fails without one. */
     auth?: RouteClass;
+    /** Responses (errors included) carry `Cache-Control: no-store` and `Referrer-Policy: no-referrer`. */
+    noStore?: boolean;
   }
   interface FastifyRequest {
     ctx: RequestContext;
@@ -78,6 +80,10 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
     request.log.info({ method: request.method, url: pathOnly(request.url), route: request.routeOptions.url }, 'request start');
     trace.push('recovery');
     reply.type('application/json; charset=utf-8');
+    if (request.routeOptions.config.noStore) {
+      reply.header('cache-control', 'no-store');
+      reply.header('referrer-policy', 'no-referrer');
+    }
     // CORS: exact configured origins only, never reflected.
     if (cors.size > 0) {
       reply.header('vary', 'Origin');

@@ -113,7 +113,20 @@ interface ApiTokenRow {
   active: boolean;
 }
 
-async function authenticate(deps: IdentityDeps, request: FastifyRequest): Promise<Principal> {
+/**
+ * For public routes that accept credentials without requiring them (the OAuth
+ * callback): the caller when valid credentials were sent, else null.
+ */
+export async function authenticateOptional(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, request: FastifyRequest): Promise<Principal | null> {
+  if (request.headers.authorization === undefined && !request.cookies[SESSION_COOKIE]) return null;
+  try {
+    return await authenticate(deps, request);
+  } catch {
+    return null;
+  }
+}
+
+async function authenticate(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, request: FastifyRequest): Promise<Principal> {
   const header = request.headers.authorization;
   // An Authorization header, even an invalid one, never falls back to the cookie.
   if (header !== undefined) {

@@ -1,0 +1,129 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { AppError } from '../http/errors.ts';
+import type { Services } from '../services.ts';
+import { CallbackFailure, callbackRedirect, completeConnect, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, startConnect } from './connect.ts';
+
+const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
+const CallbackResponse = Type.Object({
+  success: Type.Literal(true),
+  message: Type.String(),
+  integration: Type.Object({ id: Type.String(), name: Type.String(), provider: Type.String() }),
+});
+
+/** The OAuth connect flow (CONTRACT.md §5): start, the two callbacks, and the provider list. */
+export function connectRoutes(app: FastifyInstance, services: Services): void {
+  app.get(
+    '/v1/providers',
+    {
+      config: { auth: 'authenticated' },
+      schema: {
+        summary: 'Configured providers (nothing secret)',
+        tags: ['integrations'],
+        response: {
+          200: Type.Object({
+            success: Type.Literal(true),
+            providers: Type.Array(Type.Object({ id: Type.String(), displayName: Type.String(), defaultScopes: Type.Array(Type.String()) })),
+          }),
+        },
+      },
+    },
+    async () => ({
+      success: true as const,
+      providers: services.providers.list().map((provider) => ({ id: provider.id, displayName: provider.displayName, defaultScopes: provider.scopes })),
+    }),
+  );
+
+  app.post(
+    '/v1/integrations/oauth/start',
+    {
+      config: { auth: 'authenticated' },
+      schema: {
+        summary: 'Start connecting a provider: returns the provider authorization URL',
+        tags: ['integrations'],
+        body: Type.Object(
+          {
+            provider: ProviderId,
+            scopes: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 })),
+            redirectUri: Type.String({ minLength: 1, maxLength: 2048 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: Type.Object({ success: Type.Literal(true), authUrl: Type.String(), state: Type.String() }) },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body as { provider: string; scopes?: string[]; redirectUri: string };
+      const tx = await request.ctx.tx();
+      const result = await startConnect(services, tx, request.ctx.principal, body, request.cookies[OAUTH_TX_COOKIE]);
+      reply.setCookie(OAUTH_TX_COOKIE, result.txValue, {
+        path: OAUTH_COOKIE_PATH,
+        httpOnly: true,
+        sameSite: 'lax',
+        secure: services.config.isProduction,
+        maxAge: services.config.oauth.stateExpiry,
+      });
+      return { success: true as const, authUrl: result.authUrl, state: result.state };
+    },
+  );
+
+  app.post(
+    '/v1/integrations/oauth/callback',
+    {
+      config: { auth: 'public', noStore: true },
+      schema: {
+        summary: 'Complete a connect flow with the code the provider returned',
+        tags: ['integrations'],
+        body: Type.Object(
+          { provider: ProviderId, code: Type.String({ minLength: 1, maxLength: 2048 }), state: Type.String({ minLength: 1, maxLength: 1024 }) },
+          { additionalProperties: false },
+        ),
+        response: { 200: CallbackResponse },
+      },
+    },
+    async (request) => {
+      const body = request.body as { provider: string; code: string; state: string };
+      if (!services.providers.get(body.provider)) throw new AppError('PROVIDER_NOT_CONFIGURED');
+      try {
+        const result = await completeConnect(services, request, body);
+        return { success: true as const, message: `Successfully connected ${result.displayName} integration`, integration: result.integration };
+      } catch (error) {
+        throw error instanceof CallbackFailure ? error.appError : error;
+      }
+    },
+  );
+
+  app.get(
+    '/v1/integrations/oauth/callback',
+    {
+      config: { auth: 'public', noStore: true },
+      schema: {
+        summary: "The provider's browser redirect: completes the flow and redirects to the start's redirectUri",
+        tags: ['integrations'],
+        querystring: Type.Object({
+          code: Type.Optional(Type.String({ maxLength: 2048 })),
+          state: Type.String({ minLength: 1, maxLength: 1024 }),
+          error: Type.Optional(Type.String({ maxLength: 200 })),
+          error_description: Type.Optional(Type.String({ maxLength: 2048 })),
+        }),
+        response: { 302: Type.Null({ description: 'Redirect to the redirectUri with status, provider and integration or error' }) },
+      },
+    },
+    async (request, reply) => {
+      const query = request.query as { code?: string; state: string; error?: string };
+      let location: string;
+      try {
+        const result = await completeConnect(services, request, { state: query.state, ...(query.code ? { code: query.code } : {}), ...(query.error ? { error: query.error } : {}) });
+        location = callbackRedirect(result.state.redirectUri, result.integration.provider, { integrationId: result.integration.id });
+      } catch (error) {
+        // An unusable state has nowhere safe to redirect to: that stays a 400.
+        if (!(error instanceof CallbackFailure)) throw error;
+        await request.ctx.rollback();
+        request.log.info({ code: error.appError.code, provider: error.provider }, 'connect flow ended with an error');
+        location = callbackRedirect(error.redirectUri, error.provider, { error: error.appError.code });
+      }
+      reply.code(302).header('location', location);
+      return null;
+    },
+  );
+}

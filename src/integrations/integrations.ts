@@ -1,0 +1,74 @@
+import { and, asc, eq, sql } from 'drizzle-orm';
+import { ulid } from 'ulidx';
+import type { Db } from '../db/client.ts';
+import { type IntegrationStatus, integrations } from '../db/schema.ts';
+
+export type IntegrationRow = typeof integrations.$inferSelect;
+
+/** The organization's integration for a provider, or null. */
+export async function findIntegrationByProvider(db: Db, organizationId: string, provider: string): Promise<IntegrationRow | null> {
+  const [row] = await db.select().from(integrations).where(and(eq(integrations.organizationId, organizationId), eq(integrations.provider, provider)));
+  return row ?? null;
+}
+
+/** The organization's integration with that id, or null (another organization's id is null too). */
+export async function findIntegrationById(db: Db, organizationId: string, id: string): Promise<IntegrationRow | null> {
+  const [row] = await db.select().from(integrations).where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, id)));
+  return row ?? null;
+}
+
+/** Every integration of the organization, oldest first. */
+export async function listIntegrations(db: Db, organizationId: string): Promise<IntegrationRow[]> {
+  return db.select().from(integrations).where(eq(integrations.organizationId, organizationId)).orderBy(asc(integrations.createdAt), asc(integrations.id));
+}
+
+export interface ConnectedIntegration {
+  organizationId: string;
+  provider: string;
+  name: string;
+  description: string;
+  scopes: string[];
+  providerAccountId: string;
+  tokenExpiresAt: Date | null;
+  refreshTokenExpiresAt: Date | null;
+  nextValidationAt: Date;
+}
+
+/**
+ * Creates the organization's one integration for the provider, or resets the existing
+ * one to `connected` with new metadata — keeping its id. Returns the row as it was
+ * before (null when new) and after.
+ */
+export async function upsertConnectedIntegration(
+  tx: Db,
+  input: ConnectedIntegration,
+): Promise<{ before: IntegrationRow | null; after: IntegrationRow }> {
+  const before = await findIntegrationByProvider(tx, input.organizationId, input.provider);
+  const now = new Date();
+  const values = {
+    name: input.name,
+    description: input.description,
+    scopes: input.scopes,
+    providerAccountId: input.providerAccountId,
+    status: 'connected' as IntegrationStatus,
+    lastError: null,
+    detectedAt: null,
+    lastValidatedAt: now,
+    tokenExpiresAt: input.tokenExpiresAt,
+    refreshTokenExpiresAt: input.refreshTokenExpiresAt,
+    nextValidationAt: input.nextValidationAt,
+    leaseOwner: null,
+    leaseUntil: null,
+    updatedAt: now,
+  };
+  const [after] = await tx
+    .insert(integrations)
+    .values({ organizationId: input.organizationId, id: ulid(), provider: input.provider, ...values })
+    .onConflictDoUpdate({
+      target: [integrations.organizationId, integrations.provider],
+      set: { ...values, tokenVersion: sql`${integrations.tokenVersion} + 1` },
+    })
+    .returning();
+  if (!after) throw new Error('upsert returned no row');
+  return { before, after };
+}

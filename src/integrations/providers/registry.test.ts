@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../config/load.ts';
+import { buildProviderRegistry } from './registry.ts';
+
+const base = { ENCRYPTION_KEYS: `k:${Buffer.alloc(32).toString('base64')}`, JWT_SECRET: 'j'.repeat(32) };
+
+describe('buildProviderRegistry', () => {
+  it('refuses configuration naming a provider without a definition', () => {
+    const config = loadConfig({ env: { ...base, INTEGRATION_OAUTH_GITLAB_CLIENT_ID: 'x', INTEGRATION_OAUTH_GITLAB_CLIENT_SECRET: 'y' }, persistGeneratedSecrets: false });
+    expect(() => buildProviderRegistry(config)).toThrow(/INTEGRATION_OAUTH_GITLAB_\* \(integrationOauthProvider.gitlab\): no provider definition "gitlab"/);
+  });
+
+  it('counts a provider as configured only with a client id and secret, and applies overrides', () => {
+    const config = loadConfig({
+      env: {
+        ...base,
+        INTEGRATION_OAUTH_GITHUB_CLIENT_ID: 'id',
+        INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET: 'secret',
+        INTEGRATION_OAUTH_GITHUB_API_URL: 'https://ghe.example/api/v3/',
+        INTEGRATION_OAUTH_GITHUB_CLIENT_ENDPOINT: 'https://tessera.example/base',
+        INTEGRATION_OAUTH_SLACK_CLIENT_ID: 'only-id',
+      },
+      persistGeneratedSecrets: false,
+    });
+    const registry = buildProviderRegistry(config);
+    expect(registry.list().map((p) => p.id)).toEqual(['github']);
+    const github = registry.get('github');
+    expect(github?.context.endpoints).toEqual({
+      authUrl: 'https://github.com/login/oauth/authorize',
+      tokenUrl: 'https://github.com/login/oauth/access_token',
+      apiUrl: 'https://ghe.example/api/v3',
+    });
+    expect(github?.redirectUri).toBe('https://tessera.example/base/v1/integrations/oauth/callback');
+    expect(github?.scopes).toEqual(['read:user', 'user:email', 'repo']);
+    expect(registry.get('slack')).toBeUndefined();
+  });
+
+  it('refuses plain-http provider endpoints in production', () => {
+    expect(() =>
+      loadConfig({ env: { ...base, APP_ENV: 'production', PUBLIC_URL: 'https://t.example', INTEGRATION_OAUTH_GITHUB_TOKEN_URL: 'http://127.0.0.1:9/token' }, persistGeneratedSecrets: false }),
+    ).toThrow(/INTEGRATION_OAUTH_GITHUB_TOKEN_URL: must use https:/);
+  });
+});

@@ -1,0 +1,45 @@
+import type { ConfiguredProvider } from './providers/registry.ts';
+import type { TokenSet } from './providers/types.ts';
+
+/**
+ * One token-endpoint request (code exchange or refresh), authenticated as the
+ * definition says. Never retried: codes are single-use and refresh tokens rotate.
+ * The client secret travels only here, server to server.
+ */
+export async function tokenRequest(provider: ConfiguredProvider, params: Record<string, string>): Promise<TokenSet> {
+  const body = new URLSearchParams(params);
+  const headers: Record<string, string> = {
+    'content-type': 'application/x-www-form-urlencoded',
+    accept: 'application/json',
+    ...provider.definition.tokenRequestHeaders,
+  };
+  if (provider.definition.clientAuth === 'client_secret_basic') {
+    headers.authorization = `Basic ${Buffer.from(`${encodeURIComponent(provider.clientId)}:${encodeURIComponent(provider.clientSecret)}`).toString('base64')}`;
+  } else {
+    body.set('client_id', provider.clientId);
+    body.set('client_secret', provider.clientSecret);
+  }
+  const response = await provider.context.request(provider.context.endpoints.tokenUrl, { method: 'POST', headers, body: body.toString() });
+  return provider.definition.parseTokenResponse(response);
+}
+
+/** When a token set's access token expires: `expires_in`, else a JWT's `exp`, else unknown (null). */
+export function accessTokenExpiry(tokens: TokenSet, now = Date.now()): Date | null {
+  if (tokens.expiresIn !== undefined && tokens.expiresIn > 0) return new Date(now + tokens.expiresIn * 1000);
+  return jwtExpiry(tokens.accessToken);
+}
+
+export function refreshTokenExpiry(tokens: TokenSet, now = Date.now()): Date | null {
+  return tokens.refreshTokenExpiresIn !== undefined && tokens.refreshTokenExpiresIn > 0 ? new Date(now + tokens.refreshTokenExpiresIn * 1000) : null;
+}
+
+function jwtExpiry(token: string): Date | null {
+  const parts = token.split('.');
+  if (parts.length !== 3) return null;
+  try {
+    const payload = JSON.parse(Buffer.from(parts[1] as string, 'base64url').toString('utf8')) as { exp?: unknown };
+    return typeof payload.exp === 'number' ? new Date(payload.exp * 1000) : null;
+  } catch {
+    return null;
+  }
+}
