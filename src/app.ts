@@ -17,8 +17,12 @@ import { SessionTokens } from './identity/credentials.ts';
 import { PasswordHasher } from './identity/password.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { connectRoutes } from './integrations/connect-routes.ts';
+import { proxyRoutes } from './integrations/proxy.ts';
+import { integrationRoutes } from './integrations/routes.ts';
+import { startValidationScheduler } from './integrations/validator.ts';
 import { buildProviderRegistry } from './integrations/providers/registry.ts';
 import { StateCodec } from './integrations/state.ts';
+import { TokenLifecycle } from './integrations/lifecycle.ts';
 import { keyringReadiness } from './secrets/keyring-check.ts';
 import type { Services } from './services.ts';
 
@@ -87,8 +91,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
     dispatcher,
     providers: buildProviderRegistry(config),
     stateCodec: new StateCodec(config.keyring),
+    lifecycle: undefined as unknown as TokenLifecycle,
+    logger,
   };
+  services.lifecycle = new TokenLifecycle(services);
+  let validator: { stop(): Promise<void> } | null = null;
   fastify.addHook('onClose', async () => {
+    await validator?.stop();
     await dispatcher.stop();
   });
 
@@ -123,7 +132,18 @@ export async function buildApp(options: AppOptions): Promise<App> {
   );
   identityRoutes(fastify, services);
   connectRoutes(fastify, services);
+  integrationRoutes(fastify, services);
+  proxyRoutes(fastify, services);
   await options.routes?.(fastify, services);
   await fastify.ready();
-  return { fastify, services, readiness, startBackground: () => dispatcher.start() };
+  return {
+    fastify,
+    services,
+    readiness,
+    startBackground: () => {
+      dispatcher.start();
+      // A pass at least every minute: rows come due one interval after their last check.
+      validator ??= startValidationScheduler(services, Math.min(config.oauth.validationInterval, 60) * 1000);
+    },
+  };
 }

@@ -4,7 +4,15 @@ import type { Dispatcher } from './events/dispatcher.ts';
 import type { Outbox } from './events/outbox.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
+import type { TokenLifecycle } from './integrations/lifecycle.ts';
 import type { StateCodec } from './integrations/state.ts';
+import type { Logger } from 'pino';
+
+/** Counters the token lifecycle reports to (filled by the metrics feature). */
+export interface LifecycleMetrics {
+  refreshOutcome(provider: string, outcome: string): void;
+  validationOutcome(provider: string, outcome: string): void;
+}
 import type { SessionTokens } from './identity/credentials.ts';
 import type { PasswordHasher } from './identity/password.ts';
 
@@ -21,4 +29,7 @@ export interface Services {
   dispatcher: Dispatcher;
   providers: ProviderRegistry;
   stateCodec: StateCodec;
+  lifecycle: TokenLifecycle;
+  logger: Logger;
+  metrics?: LifecycleMetrics;
 }

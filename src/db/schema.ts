@@ -171,6 +171,10 @@ export const integrations = pgTable(
     /** The provider account's stable id (GitHub numeric id; Slack team:user). */
     providerAccountId: text('provider_account_id').notNull(),
     status: text('status').$type<IntegrationStatus>().notNull().default('connected'),
+    /** Whether the last validation accepted the token (the status object's `tokenValid`). */
+    tokenValid: boolean('token_valid').notNull().default(true),
+    /** Whether a refresh token is stored (without decrypting anything). */
+    hasRefreshToken: boolean('has_refresh_token').notNull().default(false),
     /** Our words for the last failure, never the provider's raw text. */
     lastError: text('last_error'),
     detectedAt: time('detected_at'),

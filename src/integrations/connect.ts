@@ -203,6 +203,7 @@ export async function completeConnect(services: Services, request: FastifyReques
     providerAccountId: account.id,
     tokenExpiresAt,
     refreshTokenExpiresAt: refreshTokenExpiry(tokens, now),
+    hasRefreshToken: tokens.refreshToken !== undefined,
     nextValidationAt: new Date(now + services.config.oauth.validationInterval * 1000),
   });
   await replaceSecrets(tx, services.config.keyring, { organizationId: state.organizationId, integrationId: after.id, provider: provider.id }, {

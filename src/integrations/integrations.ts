@@ -31,6 +31,7 @@ export interface ConnectedIntegration {
   providerAccountId: string;
   tokenExpiresAt: Date | null;
   refreshTokenExpiresAt: Date | null;
+  hasRefreshToken: boolean;
   nextValidationAt: Date;
 }
 
@@ -51,6 +52,8 @@ export async function upsertConnectedIntegration(
     scopes: input.scopes,
     providerAccountId: input.providerAccountId,
     status: 'connected' as IntegrationStatus,
+    tokenValid: true,
+    hasRefreshToken: input.hasRefreshToken,
     lastError: null,
     detectedAt: null,
     lastValidatedAt: now,

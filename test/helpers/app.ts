@@ -51,6 +51,8 @@ export interface TestApp {
 export interface TestAppOptions extends Partial<Omit<AppOptions, 'config' | 'database'>> {
   env?: Record<string, string>;
   overrides?: Record<string, unknown>;
+  /** Start background work (event delivery, validation passes); default true. */
+  background?: boolean;
   /** Runs against the migrated database before the app is built (extra tables for tests). */
   prepare?: (database: Database) => Promise<void>;
 }
@@ -63,7 +65,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   const logs = new LogCapture();
   const logger = createLogger({ level: config.log.level, stream: logs });
   const app = await buildApp({ ...options, config, database, logger });
-  app.startBackground();
+  if (options.background !== false) app.startBackground();
   return {
     app,
     fastify: app.fastify,

@@ -1,0 +1,304 @@
+import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
+import { ulid } from 'ulidx';
+import { type AuditActor, recordAudit } from '../audit/audit.ts';
+import type { Db } from '../db/client.ts';
+import { integrations } from '../db/schema.ts';
+import { AppError } from '../http/errors.ts';
+import type { Services } from '../services.ts';
+import { findIntegrationById, findIntegrationByProvider, type IntegrationRow } from './integrations.ts';
+import { providerFailure } from './provider-errors.ts';
+import type { ConfiguredProvider } from './providers/registry.ts';
+import { ProviderError, type TokenSet } from './providers/types.ts';
+import { readSecrets, replaceSecrets, type SecretValues } from './secrets.ts';
+import { applyTransition, type Transition } from './status.ts';
+import { accessTokenExpiry, refreshTokenExpiry, tokenRequest } from './token-endpoint.ts';
+
+/** Token reads refresh first when the token expires within this window. */
+export const REFRESH_AHEAD_MS = 5 * 60 * 1000;
+
+/** An integration with its decrypted secrets and its configured provider. */
+export interface Current {
+  row: IntegrationRow;
+  provider: ConfiguredProvider;
+  secrets: SecretValues;
+}
+
+export type ValidationOutcome =
+  | { kind: 'valid' }
+  | { kind: 'invalid' }
+  | { kind: 'forbidden' }
+  | { kind: 'rateLimited'; retryAfter: number }
+  | { kind: 'transient' };
+
+const INVALID_REASON = 'token unauthorized';
+const REFRESH_REJECTED = 'refresh token rejected';
+const FORBIDDEN_REASON = 'API access forbidden';
+const UNREACHABLE_REASON = 'provider unreachable during validation';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Keeps tokens alive: refresh (single-flight in this process, and across processes by
+ * a lease on the integration row), validation with the 401 retry rules, and the
+ * status transitions both lead to. Never holds a transaction across a provider call.
+ */
+export class TokenLifecycle {
+  /** Identifies this process in refresh leases. */
+  readonly instanceId = ulid();
+  private readonly services: Services;
+  private readonly inflight = new Map<string, Promise<Current>>();
+  private readonly leaseMs: number;
+
+  constructor(services: Services) {
+    this.services = services;
+    // Longer than a provider call can take, so a live holder never loses its lease mid-call.
+    this.leaseMs = services.config.oauth.providerTimeout * 2000 + 5000;
+  }
+
+  /** The organization's integration for `providerId`, decrypted; 404 when there is none. */
+  async load(organizationId: string, providerId: string): Promise<Current> {
+    const row = await findIntegrationByProvider(this.services.db, organizationId, providerId);
+    return this.withSecrets(row);
+  }
+
+  /** Re-reads an integration by id, decrypted; 404 when it is gone. */
+  async reload(organizationId: string, integrationId: string): Promise<Current> {
+    const row = await findIntegrationById(this.services.db, organizationId, integrationId);
+    return this.withSecrets(row);
+  }
+
+  private async withSecrets(row: IntegrationRow | null): Promise<Current> {
+    const provider = row ? this.services.providers.get(row.provider) : undefined;
+    if (!row || !provider) throw new AppError('INTEGRATION_NOT_FOUND');
+    const secrets = await readSecrets(this.services.db, this.services.config.keyring, { organizationId: row.organizationId, integrationId: row.id, provider: row.provider });
+    return { row, provider, secrets };
+  }
+
+  /**
+   * A token to hand out: refreshed first when it expires within 5 minutes and a refresh
+   * token exists. If that refresh cannot reach the provider, a token still valid is
+   * served. An `invalid` (or expired, unrefreshable) integration is a 409.
+   */
+  async usable(current: Current, actor: AuditActor): Promise<Current> {
+    if (current.row.status === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
+    const expiresAt = current.row.tokenExpiresAt?.getTime();
+    if (expiresAt === undefined || expiresAt - Date.now() > REFRESH_AHEAD_MS) return current;
+    if (!current.secrets.refresh_token) {
+      if (expiresAt > Date.now()) return current;
+      throw new AppError('TOKEN_VALIDATION_FAILED', { message: 'The token has expired; reconnect the integration' });
+    }
+    try {
+      return await this.refresh(current, actor);
+    } catch (error) {
+      const stillValid = expiresAt > Date.now();
+      if (stillValid && error instanceof AppError && (error.code === 'PROVIDER_ERROR' || error.code === 'PROVIDER_RATE_LIMITED')) return current;
+      throw error;
+    }
+  }
+
+  /**
+   * Refreshes, once for all concurrent callers: in this process they share one promise;
+   * across processes a lease on the row lets one instance call the provider while the
+   * others wait and then read what it stored.
+   */
+  refresh(current: Current, actor: AuditActor): Promise<Current> {
+    const key = `${current.row.organizationId}:${current.row.id}`;
+    const running = this.inflight.get(key);
+    if (running) return running;
+    const promise = this.refreshAcrossInstances(current, actor).finally(() => this.inflight.delete(key));
+    this.inflight.set(key, promise);
+    return promise;
+  }
+
+  private async refreshAcrossInstances(seen: Current, actor: AuditActor): Promise<Current> {
+    const { organizationId, id } = seen.row;
+    const deadline = Date.now() + this.leaseMs + 2000;
+    for (;;) {
+      const leased = await this.acquireLease(organizationId, id);
+      if (leased) {
+        try {
+          // Under the lease, re-read: another instance may have refreshed since `seen`.
+          const latest = await this.withSecrets(leased);
+          if (latest.row.tokenVersion !== seen.row.tokenVersion) return latest;
+          return await this.refreshHoldingLease(latest, actor);
+        } finally {
+          await this.releaseLease(organizationId, id);
+        }
+      }
+      await sleep(50);
+      const row = await findIntegrationById(this.services.db, organizationId, id);
+      if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
+      if (row.tokenVersion !== seen.row.tokenVersion) return this.withSecrets(row);
+      if (row.status === 'invalid' && seen.row.status !== 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
+      if (Date.now() > deadline) throw new AppError('PROVIDER_ERROR', { message: 'A refresh by another instance did not finish in time' });
+    }
+  }
+
+  private async acquireLease(organizationId: string, id: string): Promise<IntegrationRow | null> {
+    const [row] = await this.services.db
+      .update(integrations)
+      .set({ leaseOwner: this.instanceId, leaseUntil: sql`now() + ${`${this.leaseMs} milliseconds`}::interval` })
+      .where(
+        and(
+          eq(integrations.organizationId, organizationId),
+          eq(integrations.id, id),
+          or(isNull(integrations.leaseUntil), lt(integrations.leaseUntil, sql`now()`), eq(integrations.leaseOwner, this.instanceId)),
+        ),
+      )
+      .returning();
+    return row ?? null;
+  }
+
+  private async releaseLease(organizationId: string, id: string): Promise<void> {
+    // Only our own lease: never release one another instance took after ours expired.
+    await this.services.db
+      .update(integrations)
+      .set({ leaseOwner: null, leaseUntil: null })
+      .where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, id), eq(integrations.leaseOwner, this.instanceId)));
+  }
+
+  private async refreshHoldingLease(current: Current, actor: AuditActor): Promise<Current> {
+    const refreshToken = current.secrets.refresh_token;
+    if (!refreshToken) {
+      // Nothing to refresh with: re-validate the current token and hand it back.
+      const { current: after, outcome } = await this.validate(current, actor, { recover: false });
+      if (outcome.kind === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
+      if (outcome.kind === 'rateLimited') throw new AppError('PROVIDER_RATE_LIMITED', { headers: { 'retry-after': String(outcome.retryAfter) } });
+      if (outcome.kind === 'transient') throw new AppError('PROVIDER_ERROR');
+      return after;
+    }
+    let tokens: TokenSet;
+    try {
+      tokens = await tokenRequest(current.provider, { grant_type: 'refresh_token', refresh_token: refreshToken });
+      this.services.metrics?.refreshOutcome(current.provider.id, 'ok');
+    } catch (error) {
+      this.services.metrics?.refreshOutcome(current.provider.id, error instanceof ProviderError ? error.kind : 'error');
+      if (error instanceof ProviderError && error.kind === 'revoked') {
+        // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won.
+        const latest = await this.reload(current.row.organizationId, current.row.id);
+        if (latest.secrets.refresh_token !== refreshToken) return latest;
+        await this.transition(latest, { status: 'invalid', lastError: REFRESH_REJECTED, tokenValid: false }, actor);
+        throw new AppError('TOKEN_VALIDATION_FAILED', { cause: error });
+      }
+      throw providerFailure(error, 'validate');
+    }
+    // The provider has already retired the old refresh token: store the new one before anything else.
+    const stored = await this.storeRefreshed(current, tokens, actor);
+    const { current: validated, outcome } = await this.validate(stored, actor, { recover: false });
+    if (outcome.kind === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
+    return validated;
+  }
+
+  /** Stores a refreshed token set: compare-and-set on the token version, then replace the secrets. */
+  private async storeRefreshed(current: Current, tokens: TokenSet, actor: AuditActor): Promise<Current> {
+    const { organizationId, id } = current.row;
+    const now = Date.now();
+    const tokenExpiresAt = accessTokenExpiry(tokens, now);
+    const refreshToken = tokens.refreshToken ?? current.secrets.refresh_token;
+    const secrets: SecretValues = {
+      ...current.secrets,
+      access_token: tokens.accessToken,
+      refresh_token: refreshToken,
+      expires_at: tokenExpiresAt?.toISOString(),
+    };
+    const row = await this.services.db.transaction(async (tx) => {
+      const [updated] = await tx
+        .update(integrations)
+        .set({
+          tokenVersion: sql`${integrations.tokenVersion} + 1`,
+          tokenExpiresAt,
+          ...(tokens.refreshToken ? { refreshTokenExpiresAt: refreshTokenExpiry(tokens, now) } : {}),
+          hasRefreshToken: refreshToken !== undefined,
+          ...(tokens.scopes.length > 0 ? { scopes: tokens.scopes } : {}),
+          updatedAt: sql`now()`,
+        })
+        .where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, id), eq(integrations.tokenVersion, current.row.tokenVersion)))
+        .returning();
+      if (!updated) return null;
+      await replaceSecrets(tx as Db, this.services.config.keyring, { organizationId, integrationId: id, provider: current.row.provider }, secrets);
+      await recordAudit(tx as Db, actor, { organizationId, action: 'integration.refreshed', targetType: 'integration', targetId: id, detail: { provider: current.row.provider } });
+      return updated;
+    });
+    if (!row) {
+      // Only possible if our lease lapsed mid-call and another instance stored first.
+      this.services.logger.error({ integrationId: id, provider: current.row.provider }, 'refreshed token lost a compare-and-set; keeping the stored one');
+      return this.reload(organizationId, id);
+    }
+    return { row, provider: current.provider, secrets };
+  }
+
+  /**
+   * Validates the current token live and persists what follows. A rejection first goes
+   * through the 401 rules (re-read; else refresh; retry once) unless `recover` is false.
+   */
+  async validate(current: Current, actor: AuditActor, options: { recover?: boolean } = {}): Promise<{ current: Current; outcome: ValidationOutcome }> {
+    const token = current.secrets.access_token;
+    if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
+    const nextValidationAt = new Date(Date.now() + this.services.config.oauth.validationInterval * 1000);
+    try {
+      await current.provider.definition.validate(current.provider.context, token);
+      this.services.metrics?.validationOutcome(current.provider.id, 'valid');
+      const row = await this.transition(current, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
+      return { current: { ...current, row: row ?? current.row }, outcome: { kind: 'valid' } };
+    } catch (error) {
+      if (!(error instanceof ProviderError)) throw error;
+      this.services.metrics?.validationOutcome(current.provider.id, error.kind);
+      switch (error.kind) {
+        case 'revoked': {
+          if (options.recover !== false) {
+            const recovered = await this.recover(current, token, actor);
+            if (recovered) return this.validate(recovered, actor, { recover: false });
+          }
+          const row = await this.transition(current, { status: 'invalid', lastError: INVALID_REASON, tokenValid: false, validated: true, nextValidationAt }, actor);
+          return { current: { ...current, row: row ?? current.row }, outcome: { kind: 'invalid' } };
+        }
+        case 'forbidden': {
+          const row = await this.transition(current, { status: 'warning', lastError: FORBIDDEN_REASON, tokenValid: true, validated: true, nextValidationAt }, actor);
+          return { current: { ...current, row: row ?? current.row }, outcome: { kind: 'forbidden' } };
+        }
+        case 'rateLimited':
+          // Not a verdict on the token: leave the status alone and come back later.
+          await this.services.db
+            .update(integrations)
+            .set({ nextValidationAt: new Date(Date.now() + (error.retryAfter ?? 60) * 1000) })
+            .where(and(eq(integrations.organizationId, current.row.organizationId), eq(integrations.id, current.row.id)));
+          return { current, outcome: { kind: 'rateLimited', retryAfter: error.retryAfter ?? 60 } };
+        case 'transient': {
+          const row = await this.transition(current, { status: 'warning', lastError: UNREACHABLE_REASON, nextValidationAt }, actor);
+          return { current: { ...current, row: row ?? current.row }, outcome: { kind: 'transient' } };
+        }
+      }
+    }
+  }
+
+  /**
+   * After the provider rejected `usedToken`: a 401 is not yet proof of revocation (a
+   * rotation kills the old token at once). Returns a newer token to retry with — the
+   * stored one if it changed meanwhile, else a refresh (joining one in flight) — or null.
+   */
+  async recover(current: Current, usedToken: string, actor: AuditActor): Promise<Current | null> {
+    const latest = await this.reload(current.row.organizationId, current.row.id);
+    if (latest.secrets.access_token && latest.secrets.access_token !== usedToken) return latest;
+    if (!latest.secrets.refresh_token) return null;
+    try {
+      return await this.refresh(latest, actor);
+    } catch (error) {
+      if (error instanceof AppError && error.code === 'TOKEN_VALIDATION_FAILED') return null;
+      throw error;
+    }
+  }
+
+  /** Marks the integration invalid (the provider rejected its credentials for good). */
+  async invalidate(current: Current, actor: AuditActor): Promise<void> {
+    await this.transition(current, { status: 'invalid', lastError: INVALID_REASON, tokenValid: false }, actor);
+  }
+
+  /** Marks the integration suspicious: a 403 that was not a rate limit. */
+  async markForbidden(current: Current, actor: AuditActor): Promise<void> {
+    await this.transition(current, { status: 'warning', lastError: FORBIDDEN_REASON, tokenValid: true }, actor);
+  }
+
+  private transition(current: Current, next: Transition, actor: AuditActor): Promise<IntegrationRow | null> {
+    return applyTransition({ db: this.services.db, outbox: this.services.outbox, actor }, current.row.organizationId, current.row.id, next);
+  }
+}

@@ -1,0 +1,134 @@
+import { type Db, queryRows, sql } from '../db/client.ts';
+import type { Services } from '../services.ts';
+
+export interface ValidationPassOptions {
+  /** Rows claimed per batch. */
+  batchSize?: number;
+  /** Provider calls at once, per provider. */
+  concurrencyPerProvider?: number;
+  /** Milliseconds the pass may run; what is left waits for the next pass. */
+  budgetMs?: number;
+  /** Refresh ahead when the refresh token itself expires within this many milliseconds. */
+  refreshTokenMarginMs?: number;
+}
+
+export interface ValidationPassResult {
+  claimed: number;
+  valid: number;
+  invalid: number;
+  forbidden: number;
+  rateLimited: number;
+  transient: number;
+  errors: number;
+}
+
+interface Claimed {
+  organization_id: string;
+  id: string;
+  provider: string;
+}
+
+/**
+ * Claims due integrations (`next_validation_at <= now()`) with FOR UPDATE SKIP LOCKED,
+ * pushing their next validation one interval ahead in the same statement: each is
+ * validated once per interval in total, however many instances run passes.
+ */
+export async function claimDue(db: Db, limit: number, intervalSeconds: number, providers: string[]): Promise<Claimed[]> {
+  if (providers.length === 0) return [];
+  return queryRows<Claimed>(
+    db,
+    sql`UPDATE integrations AS i SET next_validation_at = now() + ${`${intervalSeconds} seconds`}::interval
+        FROM (
+          SELECT organization_id, id FROM integrations
+          WHERE status <> 'invalid' AND next_validation_at <= now() AND provider = ANY(${sql.param(providers)}::text[])
+          ORDER BY next_validation_at
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ) AS due
+        WHERE i.organization_id = due.organization_id AND i.id = due.id
+        RETURNING i.organization_id, i.id, i.provider`,
+  );
+}
+
+/**
+ * One validation pass: claim due rows in batches, validate each outside any
+ * transaction with bounded concurrency per provider, within a time budget. A provider
+ * that rate-limits us is left alone for the rest of the pass; one failure never stops
+ * the others. Tokens whose refresh token nears its own expiry are refreshed instead.
+ */
+export async function runValidationPass(services: Services, options: ValidationPassOptions = {}): Promise<ValidationPassResult> {
+  const batchSize = options.batchSize ?? 200;
+  const concurrency = options.concurrencyPerProvider ?? 8;
+  const deadline = Date.now() + (options.budgetMs ?? 60_000);
+  const margin = options.refreshTokenMarginMs ?? 24 * 60 * 60 * 1000;
+  const result: ValidationPassResult = { claimed: 0, valid: 0, invalid: 0, forbidden: 0, rateLimited: 0, transient: 0, errors: 0 };
+  const backedOff = new Set<string>();
+  const actor = { principal: null, requestId: null };
+
+  while (Date.now() < deadline) {
+    const providers = services.providers.list().map((provider) => provider.id).filter((id) => !backedOff.has(id));
+    const claimed = await claimDue(services.db, batchSize, services.config.oauth.validationInterval, providers);
+    if (claimed.length === 0) break;
+    result.claimed += claimed.length;
+    const byProvider = new Map<string, Claimed[]>();
+    for (const row of claimed) byProvider.set(row.provider, [...(byProvider.get(row.provider) ?? []), row]);
+
+    await Promise.all(
+      [...byProvider.entries()].map(async ([provider, rows]) => {
+        let next = 0;
+        const worker = async () => {
+          while (next < rows.length && !backedOff.has(provider) && Date.now() < deadline) {
+            const row = rows[next++] as Claimed;
+            try {
+              const current = await services.lifecycle.reload(row.organization_id, row.id);
+              const refreshExpiresAt = current.row.refreshTokenExpiresAt?.getTime();
+              const accessExpiresAt = current.row.tokenExpiresAt?.getTime();
+              const refreshSoon =
+                current.secrets.refresh_token !== undefined &&
+                ((refreshExpiresAt !== undefined && refreshExpiresAt - Date.now() < margin) ||
+                  (accessExpiresAt !== undefined && accessExpiresAt - Date.now() < services.config.oauth.validationInterval * 1000));
+              if (refreshSoon) {
+                await services.lifecycle.refresh(current, actor);
+                result.valid++;
+                continue;
+              }
+              const { outcome } = await services.lifecycle.validate(current, actor);
+              result[outcome.kind]++;
+              if (outcome.kind === 'rateLimited') backedOff.add(provider);
+            } catch (error) {
+              result.errors++;
+              services.logger.warn({ integrationId: row.id, provider, code: (error as { code?: string }).code }, 'background validation failed for one integration');
+            }
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(concurrency, rows.length) }, worker));
+      }),
+    );
+    if (claimed.length < batchSize) break;
+  }
+  return result;
+}
+
+/** Runs a pass every `everyMs` (never two at once in this process); stop() waits for the running one. */
+export function startValidationScheduler(services: Services, everyMs: number, options: ValidationPassOptions = {}): { stop(): Promise<void> } {
+  let running: Promise<unknown> | null = null;
+  let stopped = false;
+  const tick = () => {
+    if (running || stopped) return;
+    running = runValidationPass(services, options)
+      .catch((error: unknown) => services.logger.error({ err: error }, 'validation pass failed'))
+      .finally(() => {
+        running = null;
+      });
+  };
+  const timer = setInterval(tick, everyMs);
+  timer.unref();
+  setTimeout(tick, Math.min(everyMs, 1000)).unref();
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

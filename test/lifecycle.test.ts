@@ -1,0 +1,419 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listAudit } from '../src/audit/audit.ts';
+import { queryRows } from '../src/db/client.ts';
+import { createApiToken } from '../src/identity/access-tokens.ts';
+import { addMember } from '../src/organizations/organizations.ts';
+import type { FakeProvider } from './fakes/common.ts';
+import { startFakeGitHub } from './fakes/github.ts';
+import { startFakeSlack } from './fakes/slack.ts';
+import { createTestApp, type TestApp } from './helpers/app.ts';
+import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
+import { connect, providerEnv } from './helpers/providers.ts';
+
+let t: TestApp;
+let gh: FakeProvider;
+let slack: FakeProvider;
+let logins = 0;
+
+beforeAll(async () => {
+  gh = await startFakeGitHub({ tokenExpiresIn: 28800 });
+  slack = await startFakeSlack({ tokenExpiresIn: 43200 });
+  t = await createTestApp({ env: { ...providerEnv(gh), ...providerEnv(slack), PROVIDER_TIMEOUT: '2', OAUTH_STATUS_MAX_AGE: '3600', RATE_LIMIT_MAX: '0' } });
+});
+afterAll(async () => {
+  await t?.close();
+  await gh?.close();
+  await slack?.close();
+});
+
+interface Connected {
+  account: Account;
+  id: string;
+  login: string;
+}
+
+async function connected(fake: FakeProvider = gh): Promise<Connected> {
+  const login = `${fake.id}-user-${++logins}`;
+  fake.addUser({ login, email: `${login}@example.com` });
+  const account = await registerAndLogin(t.fastify, login);
+  const res = await connect(t.fastify, account.token, fake, login);
+  expect(res.statusCode, res.body).toBe(200);
+  return { account, id: res.json().integration.id, login };
+}
+
+const get = (token: string, url: string, headers: Record<string, string> = {}) => t.fastify.inject({ method: 'GET', url, headers: { ...bearer(token), ...headers } });
+const post = (token: string, url: string, payload?: Record<string, unknown>) => t.fastify.inject({ method: 'POST', url, headers: bearer(token), ...(payload === undefined ? {} : { payload }) });
+
+async function status(c: Connected, provider = 'github') {
+  return (await get(c.account.token, `/v1/integrations/${provider}/status`)).json().status;
+}
+
+async function storedRow(id: string) {
+  const [row] = await queryRows<{ status: string; last_error: string | null; token_version: number }>(t.database.db, sql`SELECT status, last_error, token_version FROM integrations WHERE id = ${id}`);
+  return row;
+}
+
+describe('token reads', () => {
+  it('hands the token to owners with no-store, audited without the token', async () => {
+    const c = await connected();
+    const res = await get(c.account.token, '/v1/integrations/github/token');
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    const [token] = gh.tokensOf(c.login);
+    expect(res.json()).toEqual({
+      success: true,
+      provider: 'github',
+      token: { accessToken: token?.accessToken, tokenType: 'Bearer', expiresAt: expect.any(String), scopes: ['read:user', 'user:email', 'repo'] },
+    });
+    const audit = await listAudit(t.database.db, c.account.organizationId, { first: 5 });
+    expect(audit[0]).toMatchObject({ action: 'integration.token_read', targetId: c.id });
+    expect(JSON.stringify(audit)).not.toContain(token?.accessToken);
+  });
+
+  it('allows API tokens, refuses members, cookie sessions and impersonators', async () => {
+    const c = await connected();
+    const sid = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+    const principal = { kind: 'jwt' as const, userId: c.account.userId, organizationId: c.account.organizationId, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
+    const api = await createApiToken({ db: t.database.db, actor: { principal, requestId: null } }, { name: 'svc' });
+    expect((await get(api.token, '/v1/integrations/github/token')).statusCode).toBe(200);
+
+    const member = await registerAndLogin(t.fastify, 'plain-member');
+    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, c.account.organizationId, member.email, 'member');
+    const memberToken = (await post(member.token, '/v1/account/switch', { organizationId: c.account.organizationId })).json().accessToken;
+    expect((await get(memberToken, '/v1/integrations/github/token')).statusCode).toBe(403);
+    expect((await get(memberToken, '/v1/integrations/github/status')).statusCode).toBe(200);
+    expect((await get(memberToken, '/v1/integrations')).json().integrations).toHaveLength(1);
+
+    const viaCookie = await t.fastify.inject({ method: 'GET', url: '/v1/integrations/github/token', headers: { cookie: `session=${c.account.cookies.session}` } });
+    expect(viaCookie.statusCode).toBe(401);
+  });
+
+  it('refreshes first when the token expires within 5 minutes', async () => {
+    const c = await connected();
+    await t.database.db.execute(sql`UPDATE integrations SET token_expires_at = now() + interval '2 minutes' WHERE id = ${c.id}`);
+    const before = gh.stats.refreshes;
+    const old = gh.tokensOf(c.login)[0]?.accessToken;
+    const res = await get(c.account.token, '/v1/integrations/github/token');
+    expect(res.statusCode).toBe(200);
+    expect(gh.stats.refreshes - before).toBe(1);
+    expect(res.json().token.accessToken).not.toBe(old);
+    expect(res.json().token.accessToken).toBe(gh.tokensOf(c.login)[0]?.accessToken);
+  });
+});
+
+describe('refresh', () => {
+  it('replaces the tokens, validates the new one and returns it', async () => {
+    const c = await connected();
+    const versionBefore = (await storedRow(c.id))?.token_version ?? 0;
+    const res = await post(c.account.token, '/v1/integrations/github/refresh');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ success: true, message: 'GitHub token refreshed', token: { accessToken: gh.tokensOf(c.login)[0]?.accessToken } });
+    expect((await storedRow(c.id))?.token_version).toBe(versionBefore + 1);
+    const lastCall = gh.requests.filter((r) => r.path === '/api/user').at(-1);
+    expect(lastCall?.headers.authorization).toBe(`token ${res.json().token.accessToken}`);
+  });
+
+  it('makes one provider call for 25 concurrent refreshes, and never reuses a refresh token', async () => {
+    const c = await connected();
+    const before = { ...gh.stats };
+    const results = await Promise.all(Array.from({ length: 25 }, () => post(c.account.token, '/v1/integrations/github/refresh')));
+    expect(results.map((r) => r.statusCode)).toEqual(Array(25).fill(200));
+    expect(gh.stats.refreshes - before.refreshes).toBe(1);
+    expect(gh.stats.reusedRefreshTokens - before.reusedRefreshTokens).toBe(0);
+    const tokens = new Set(results.map((r) => r.json().token.accessToken));
+    expect(tokens).toEqual(new Set([gh.tokensOf(c.login)[0]?.accessToken]));
+  });
+
+  it('answers 502 when the provider is down at refresh, and the old token stays usable', async () => {
+    const c = await connected();
+    const old = (await get(c.account.token, '/v1/integrations/github/token')).json().token.accessToken;
+    gh.mode.token = 'down';
+    try {
+      const res = await post(c.account.token, '/v1/integrations/github/refresh');
+      expect(res.statusCode).toBe(502);
+      expect(res.json().code).toBe('PROVIDER_ERROR');
+    } finally {
+      gh.mode.token = 'ok';
+    }
+    expect((await get(c.account.token, '/v1/integrations/github/token')).json().token.accessToken).toBe(old);
+    const proxied = await get(c.account.token, '/v1/integrations/github/proxy/user');
+    expect(proxied.statusCode).toBe(200);
+    expect((await status(c)).status).toBe('connected');
+  });
+
+  it('marks the integration invalid when the refresh token is rejected', async () => {
+    const c = await connected();
+    gh.revokeUser(c.login);
+    const res = await post(c.account.token, '/v1/integrations/github/refresh');
+    expect(res.statusCode).toBe(409);
+    expect(res.json()).toMatchObject({ code: 'TOKEN_VALIDATION_FAILED', error: 'Token Validation Failed' });
+    expect(await storedRow(c.id)).toMatchObject({ status: 'invalid' });
+    expect((await get(c.account.token, '/v1/integrations/github/token')).statusCode).toBe(409);
+  });
+
+  it('uses the winner’s result when the refresh token changed meanwhile (another refresh won)', async () => {
+    const c = await connected(slack);
+    const before = await t.app.services.lifecycle.load(c.account.organizationId, 'slack');
+    // Tessera's refresh reaches the provider slowly; meanwhile another instance rotates with the same
+    // refresh token and stores its result, bypassing the lease (as if that instance's lease had lapsed).
+    slack.latencyMs = 400;
+    const ours = post(c.account.token, '/v1/integrations/slack/refresh');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    slack.latencyMs = 0;
+    const rotated = await fetch(slack.tokenUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: before.secrets.refresh_token ?? '', client_id: slack.clientId, client_secret: slack.clientSecret }).toString(),
+    }).then((r) => r.json() as Promise<{ access_token: string; refresh_token: string }>);
+    const { replaceSecrets } = await import('../src/integrations/secrets.ts');
+    await replaceSecrets(t.database.db, t.config.keyring, { organizationId: c.account.organizationId, integrationId: c.id, provider: 'slack' }, {
+      ...before.secrets,
+      access_token: rotated.access_token,
+      refresh_token: rotated.refresh_token,
+    });
+    const res = await ours;
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().token.accessToken).toBe(rotated.access_token);
+    expect((await storedRow(c.id))?.status).toBe('connected');
+  });
+
+  it('keeps a refresh token the provider does not return again', async () => {
+    const noRotation = await startFakeGitHub({ tokenExpiresIn: 28800 });
+    noRotation.addUser({ login: 'keeper', email: 'keeper@example.com' });
+    const app = await createTestApp({ env: providerEnv(noRotation) });
+    try {
+      const account = await registerAndLogin(app.fastify, 'keeper');
+      await connect(app.fastify, account.token, noRotation, 'keeper');
+      const current = await app.app.services.lifecycle.load(account.organizationId, 'github');
+      const { storeRefreshedForTest } = (await import('./helpers/lifecycle-access.ts')) as typeof import('./helpers/lifecycle-access.ts');
+      const stored = await storeRefreshedForTest(app.app.services.lifecycle, current, { accessToken: 'ghu_new_access_without_refresh_000000', scopes: [], tokenType: 'bearer', expiresIn: 100 });
+      expect(stored.secrets.refresh_token).toBe(current.secrets.refresh_token);
+      const reread = await app.app.services.lifecycle.load(account.organizationId, 'github');
+      expect(reread.secrets.refresh_token).toBe(current.secrets.refresh_token);
+      expect(reread.secrets.access_token).toBe('ghu_new_access_without_refresh_000000');
+    } finally {
+      await app.close();
+      await noRotation.close();
+    }
+  });
+
+  it('refreshes Slack user tokens (answered at the top level)', async () => {
+    const c = await connected(slack);
+    const res = await post(c.account.token, '/v1/integrations/slack/refresh');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().token.accessToken).toMatch(/^xoxe\.xoxp-/);
+    expect(res.json().token.accessToken).toBe(slack.tokensOf(c.login)[0]?.accessToken);
+  });
+
+  it('never returns the raw token to a cookie session', async () => {
+    const c = await connected();
+    const res = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/github/refresh', headers: { ...browser(c.account), 'content-type': 'application/json' } });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toEqual({ success: true, message: 'GitHub token refreshed' });
+  });
+});
+
+describe('status and transitions', () => {
+  it('reports connected with the status object', async () => {
+    const c = await connected();
+    expect(await status(c)).toEqual({
+      provider: 'github',
+      connected: true,
+      status: 'connected',
+      tokenValid: true,
+      tokenExpired: false,
+      lastValidated: expect.any(String),
+      message: 'GitHub is connected.',
+      actions: [],
+    });
+  });
+
+  it('notices a revocation through the proxy: 409, invalid, reconnect', async () => {
+    const c = await connected();
+    gh.revokeUser(c.login);
+    const res = await get(c.account.token, '/v1/integrations/github/proxy/user');
+    expect(res.statusCode).toBe(409);
+    expect(res.json().code).toBe('TOKEN_VALIDATION_FAILED');
+    const s = await status(c);
+    expect(s).toMatchObject({ status: 'invalid', connected: false, tokenValid: false, actions: ['reconnect'], lastError: 'token unauthorized', detectedAt: expect.any(String) });
+    const events = await queryRows<{ type: string; data: { to?: string } }>(t.database.db, sql`SELECT type, data FROM events WHERE organization_id = ${c.account.organizationId} AND type = 'integration.status_changed'`);
+    expect(events.map((e) => e.data.to)).toEqual(['invalid']);
+  });
+
+  it('moves to warning on a plain 403 (which passes through) and back to connected after a refresh', async () => {
+    const c = await connected();
+    gh.mode.api = 'forbidden';
+    try {
+      const res = await get(c.account.token, '/v1/integrations/github/proxy/user/repos');
+      expect(res.statusCode).toBe(403);
+      expect(res.json().message).toBe('Resource not accessible by integration');
+    } finally {
+      gh.mode.api = 'ok';
+    }
+    expect(await status(c)).toMatchObject({ status: 'warning', connected: true, tokenValid: true, actions: ['refresh', 'configure'], lastError: 'API access forbidden' });
+    expect((await post(c.account.token, '/v1/integrations/github/refresh')).statusCode).toBe(200);
+    expect((await status(c)).status).toBe('connected');
+  });
+
+  it('leaves the status alone on rate limits and answers 429 with Retry-After', async () => {
+    const c = await connected();
+    for (const mode of ['rate-limited', 'secondary-rate-limit'] as const) {
+      gh.mode.api = mode;
+      try {
+        const res = await get(c.account.token, '/v1/integrations/github/proxy/user');
+        expect(res.statusCode, mode).toBe(429);
+        expect(res.json().code).toBe('PROVIDER_RATE_LIMITED');
+        expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      } finally {
+        gh.mode.api = 'ok';
+      }
+    }
+    expect((await storedRow(c.id))?.status).toBe('connected');
+  });
+
+  it('reports an expired token with no refresh token as expired, reconnect only', async () => {
+    const c = await connected();
+    await t.database.db.execute(sql`UPDATE integrations SET token_expires_at = now() - interval '1 minute', has_refresh_token = false WHERE id = ${c.id}`);
+    expect(await status(c)).toMatchObject({ status: 'expired', connected: false, tokenExpired: true, actions: ['reconnect'] });
+    expect((await get(c.account.token, '/v1/integrations')).json().integrations[0].status).toBe('expired');
+  });
+
+  it('validates live when the last validation is older than OAUTH_STATUS_MAX_AGE', async () => {
+    const c = await connected();
+    await t.database.db.execute(sql`UPDATE integrations SET last_validated_at = now() - interval '2 hours' WHERE id = ${c.id}`);
+    gh.revokeUser(c.login);
+    expect((await status(c)).status).toBe('invalid');
+  });
+
+  it('proxies a call in flight while the provider rotates the token, and stays connected', async () => {
+    const c = await connected();
+    gh.latencyMs = 400;
+    const inFlight = get(c.account.token, '/v1/integrations/github/proxy/user');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    gh.latencyMs = 0;
+    const refreshed = await post(c.account.token, '/v1/integrations/github/refresh');
+    expect(refreshed.statusCode).toBe(200);
+    const res = await inFlight;
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().login).toBe(c.login);
+    expect((await storedRow(c.id))?.status).toBe('connected');
+    expect(gh.stats.reusedRefreshTokens).toBe(0);
+  });
+});
+
+describe('proxy', () => {
+  it('passes method, query and JSON body, with only allowlisted headers each way', async () => {
+    const c = await connected();
+    const res = await t.fastify.inject({
+      method: 'POST',
+      url: '/v1/integrations/github/proxy/echo/a%20b/c?x=1&y=two',
+      headers: { ...bearer(c.account.token), 'x-organization-id': c.account.organizationId, 'x-csrf-token': 'csrf', cookie: 'session=abc', 'x-forwarded-for': '1.2.3.4', accept: 'application/json' },
+      payload: { hello: 'world' },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const echo = res.json();
+    expect(echo).toMatchObject({ method: 'POST', path: '/api/echo/a%20b/c', query: { x: '1', y: 'two' } });
+    expect(JSON.parse(echo.body)).toEqual({ hello: 'world' });
+    const sent = Object.keys(echo.headers).map((h) => h.toLowerCase());
+    for (const banned of ['cookie', 'x-csrf-token', 'x-organization-id', 'x-forwarded-for', 'x-impersonate-user']) expect(sent).not.toContain(banned);
+    expect(echo.headers.authorization).toBe(`token ${gh.tokensOf(c.login)[0]?.accessToken}`);
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers['content-security-policy']).toBe('sandbox');
+    expect(res.headers['set-cookie']).toBeUndefined();
+  });
+
+  it('never leaves the API base: dot segments, encoded slashes, absolute URLs', async () => {
+    const c = await connected();
+    const before = gh.stats.apiCalls;
+    for (const path of ['..%2F..%2Fetc', '%2e%2e/user', 'a/%2F%2Fevil.example', '%5C%5Cevil.example', 'a//b', 'http:%2F%2Fevil.example%2F', '.%2e/x']) {
+      const res = await get(c.account.token, `/v1/integrations/github/proxy/${path}`);
+      expect([400, 404], path).toContain(res.statusCode);
+      expect(gh.stats.apiCalls, path).toBe(before);
+    }
+    expect(gh.stats.apiCalls).toBe(before);
+    const dotted = await t.fastify.inject({ method: 'GET', url: '/v1/integrations/github/proxy/../../v1/account/access', headers: bearer(c.account.token) });
+    expect([400, 404]).toContain(dotted.statusCode);
+    expect(gh.requests.some((r) => !r.path.startsWith('/api') && !r.path.startsWith('/login'))).toBe(false);
+  });
+
+  it('does not follow redirects, and strips their Location', async () => {
+    const c = await connected();
+    const res = await get(c.account.token, '/v1/integrations/github/proxy/redirect');
+    expect(res.statusCode).toBe(302);
+    expect(res.headers.location).toBeUndefined();
+  });
+
+  it('answers 502 for answers over 10 MiB, garbage-free bodies, and hangs past the timeout', async () => {
+    const c = await connected();
+    const big = await get(c.account.token, '/v1/integrations/github/proxy/big');
+    expect(big.statusCode).toBe(502);
+    expect(big.json().code).toBe('PROVIDER_ERROR');
+    gh.mode.api = 'hang';
+    try {
+      const hung = await get(c.account.token, '/v1/integrations/github/proxy/user');
+      expect(hung.statusCode).toBe(502);
+    } finally {
+      gh.mode.api = 'ok';
+    }
+    gh.mode.api = 'down';
+    try {
+      const down = await get(c.account.token, '/v1/integrations/github/proxy/user');
+      expect(down.statusCode).toBe(502);
+      expect(down.body).not.toContain('unavailable');
+    } finally {
+      gh.mode.api = 'ok';
+    }
+  });
+
+  it('lets members GET but not POST, and needs header credentials', async () => {
+    const c = await connected();
+    const sid = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+    const principal = { kind: 'jwt' as const, userId: c.account.userId, organizationId: c.account.organizationId, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
+    const member = await registerAndLogin(t.fastify, 'proxy-member');
+    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, c.account.organizationId, member.email, 'member');
+    const token = (await post(member.token, '/v1/account/switch', { organizationId: c.account.organizationId })).json().accessToken;
+    expect((await get(token, '/v1/integrations/github/proxy/user')).statusCode).toBe(200);
+    expect((await t.fastify.inject({ method: 'POST', url: '/v1/integrations/github/proxy/echo/x', headers: bearer(token), payload: {} })).statusCode).toBe(403);
+    const cookie = await t.fastify.inject({ method: 'GET', url: '/v1/integrations/github/proxy/user', headers: { cookie: `session=${c.account.cookies.session}` } });
+    expect(cookie.statusCode).toBe(401);
+  });
+});
+
+describe('organization isolation and delete', () => {
+  it('answers 404 INTEGRATION_NOT_FOUND to another organization on every endpoint', async () => {
+    const c = await connected();
+    const stranger = await registerAndLogin(t.fastify, 'stranger');
+    const calls = [
+      get(stranger.token, '/v1/integrations/github/token'),
+      get(stranger.token, '/v1/integrations/github/status'),
+      post(stranger.token, '/v1/integrations/github/refresh'),
+      get(stranger.token, '/v1/integrations/github/proxy/user'),
+      t.fastify.inject({ method: 'DELETE', url: `/v1/integrations/${c.id}`, headers: bearer(stranger.token) }),
+      t.fastify.inject({ method: 'DELETE', url: '/v1/integrations/not-a-ulid', headers: bearer(stranger.token) }),
+      get(stranger.token, '/v1/integrations/GitHub/status'),
+    ];
+    for (const res of await Promise.all(calls)) {
+      expect(res.statusCode, res.body).toBe(404);
+      expect(res.json()).toMatchObject({ code: 'INTEGRATION_NOT_FOUND', error: 'Integration Not Found' });
+    }
+    expect((await get(stranger.token, '/v1/integrations')).json().integrations).toEqual([]);
+  });
+
+  it('deletes the entity and every secret, audits it, emits integration.deleted and revokes the grant after commit', async () => {
+    const c = await connected();
+    const revocationsBefore = gh.stats.revocations;
+    const res = await t.fastify.inject({ method: 'DELETE', url: `/v1/integrations/${c.id}`, headers: bearer(c.account.token) });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ success: true, message: 'GitHub integration deleted' });
+    const [secrets] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM integration_secrets WHERE integration_id = ${c.id}`);
+    expect(secrets?.n).toBe(0);
+    expect(await storedRow(c.id)).toBeUndefined();
+    const audit = await listAudit(t.database.db, c.account.organizationId, { first: 3 });
+    expect(audit[0]).toMatchObject({ action: 'integration.deleted', targetId: c.id });
+    const [event] = await queryRows<{ type: string }>(t.database.db, sql`SELECT type FROM events WHERE organization_id = ${c.account.organizationId} ORDER BY id DESC LIMIT 1`);
+    expect(event?.type).toBe('integration.deleted');
+    await expect.poll(() => gh.stats.revocations - revocationsBefore).toBe(1);
+    expect((await t.fastify.inject({ method: 'DELETE', url: `/v1/integrations/${c.id}`, headers: bearer(c.account.token) })).statusCode).toBe(404);
+  });
+});
