@@ -2,14 +2,14 @@ import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { ulid } from 'ulidx';
 import { type AuditActor, recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
-import { integrations } from '../db/schema.ts';
+import { integrationSecrets, integrations } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Services } from '../services.ts';
 import { findIntegrationById, findIntegrationByProvider, type IntegrationRow } from './integrations.ts';
 import { providerFailure } from './provider-errors.ts';
 import type { ConfiguredProvider } from './providers/registry.ts';
 import { ProviderError, type TokenSet } from './providers/types.ts';
-import { readSecrets, replaceSecrets, type SecretValues } from './secrets.ts';
+import { decryptRows, readSecrets, replaceSecrets, type SecretValues } from './secrets.ts';
 import { applyTransition, type Transition } from './status.ts';
 import { accessTokenExpiry, refreshTokenExpiry, tokenRequest } from './token-endpoint.ts';
 
@@ -65,6 +65,33 @@ export class TokenLifecycle {
   async reload(organizationId: string, integrationId: string): Promise<Current> {
     const row = await findIntegrationById(this.services.db, organizationId, integrationId);
     return this.withSecrets(row);
+  }
+
+  /** Loads many integrations with their secrets in two statements (background passes). */
+  async loadMany(keys: { organizationId: string; id: string }[]): Promise<Current[]> {
+    if (keys.length === 0) return [];
+    const pairs = sql.join(
+      keys.map((key) => sql`(${key.organizationId}, ${key.id})`),
+      sql`, `,
+    );
+    const rows = await this.services.db.select().from(integrations).where(sql`(${integrations.organizationId}, ${integrations.id}) IN (${pairs})`);
+    const secretRows = await this.services.db
+      .select()
+      .from(integrationSecrets)
+      .where(sql`(${integrationSecrets.organizationId}, ${integrationSecrets.integrationId}) IN (${pairs})`);
+    const byIntegration = new Map<string, (typeof secretRows)[number][]>();
+    for (const secret of secretRows) {
+      const key = `${secret.organizationId}:${secret.integrationId}`;
+      byIntegration.set(key, [...(byIntegration.get(key) ?? []), secret]);
+    }
+    const loaded: Current[] = [];
+    for (const row of rows) {
+      const provider = this.services.providers.get(row.provider);
+      if (!provider) continue;
+      const secrets = decryptRows(this.services.config.keyring, { organizationId: row.organizationId, integrationId: row.id, provider: row.provider }, byIntegration.get(`${row.organizationId}:${row.id}`) ?? []);
+      loaded.push({ row, provider, secrets });
+    }
+    return loaded;
   }
 
   private async withSecrets(row: IntegrationRow | null): Promise<Current> {
@@ -238,6 +265,13 @@ export class TokenLifecycle {
     try {
       await current.provider.definition.validate(current.provider.context, token);
       this.services.metrics?.validationOutcome(current.provider.id, 'valid');
+      // The common case, connected and still connected, is one statement; a change takes the full transition.
+      const [unchanged] = await this.services.db
+        .update(integrations)
+        .set({ tokenValid: true, lastError: null, detectedAt: null, lastValidatedAt: sql`now()`, nextValidationAt })
+        .where(and(eq(integrations.organizationId, current.row.organizationId), eq(integrations.id, current.row.id), eq(integrations.status, 'connected')))
+        .returning();
+      if (unchanged) return { current: { ...current, row: unchanged }, outcome: { kind: 'valid' } };
       const row = await this.transition(current, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
       return { current: { ...current, row: row ?? current.row }, outcome: { kind: 'valid' } };
     } catch (error) {

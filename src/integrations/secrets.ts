@@ -43,6 +43,11 @@ export async function readSecrets(db: Db, keyring: Keyring, ref: IntegrationRef)
     .select({ name: integrationSecrets.name, keyId: integrationSecrets.keyId, envelope: integrationSecrets.envelope })
     .from(integrationSecrets)
     .where(and(eq(integrationSecrets.organizationId, ref.organizationId), eq(integrationSecrets.integrationId, ref.integrationId)));
+  return decryptRows(keyring, ref, rows);
+}
+
+/** Decrypts secret rows already read for `ref`. */
+export function decryptRows(keyring: Keyring, ref: IntegrationRef, rows: { name: string; keyId: string; envelope: string }[]): SecretValues {
   const values: SecretValues = {};
   for (const row of rows) {
     const kind = SECRET_KINDS.find((candidate) => secretName(ref.provider, candidate) === row.name);

@@ -1,5 +1,6 @@
 import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Services } from '../services.ts';
+import type { Current } from './lifecycle.ts';
 
 export interface ValidationPassOptions {
   /** Rows claimed per batch. */
@@ -73,6 +74,15 @@ export async function runValidationPass(services: Services, options: ValidationP
     const byProvider = new Map<string, Claimed[]>();
     for (const row of claimed) byProvider.set(row.provider, [...(byProvider.get(row.provider) ?? []), row]);
 
+    let loaded: Map<string, Current>;
+    try {
+      const currents = await services.lifecycle.loadMany(claimed.map((row) => ({ organizationId: row.organization_id, id: row.id })));
+      loaded = new Map(currents.map((current) => [`${current.row.organizationId}:${current.row.id}`, current]));
+    } catch {
+      // One undecryptable secret spoils the batch read: fall back to one read per integration.
+      loaded = new Map();
+    }
+
     await Promise.all(
       [...byProvider.entries()].map(async ([provider, rows]) => {
         let next = 0;
@@ -80,7 +90,7 @@ export async function runValidationPass(services: Services, options: ValidationP
           while (next < rows.length && !backedOff.has(provider) && Date.now() < deadline) {
             const row = rows[next++] as Claimed;
             try {
-              const current = await services.lifecycle.reload(row.organization_id, row.id);
+              const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await services.lifecycle.reload(row.organization_id, row.id));
               const refreshExpiresAt = current.row.refreshTokenExpiresAt?.getTime();
               const accessExpiresAt = current.row.tokenExpiresAt?.getTime();
               const refreshSoon =

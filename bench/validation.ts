@@ -1,0 +1,166 @@
+/**
+ * Validation-pass benchmark: N integrations seeded directly, a fake provider answering
+ * in 50 ms, one pass. Reports integrations validated per second, peak RSS, and the
+ * ratio to a baseline measured in the same run: the same provider calls at the same
+ * concurrency with no database work (the ceiling the latency allows).
+ * Usage: node bench/validation.ts [count ...]   (BENCH_DATABASE_URL=postgres://… for PostgreSQL)
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ulid } from 'ulidx';
+import { buildApp } from '../src/app.ts';
+import { loadConfig } from '../src/config/load.ts';
+import { type Database, openPglite, openPostgres, sql } from '../src/db/client.ts';
+import { createLogger } from '../src/http/logging.ts';
+import { seal } from '../src/secrets/crypto.ts';
+import { runValidationPass } from '../src/integrations/validator.ts';
+import { fmt, startSlowUserApi, withPeakRss } from './lib.ts';
+
+const LATENCY_MS = 50;
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
+
+export interface ValidationBenchResult {
+  backend: string;
+  count: number;
+  seconds: number;
+  perSecond: number;
+  baselinePerSecond: number;
+  ratio: number;
+  peakRssMb: number;
+  rssGrowthMb: number;
+  /** Heap after a full GC, after the pass minus before it (needs --expose-gc). */
+  heapGrowthMb: number | null;
+}
+
+async function openBenchDatabase(): Promise<{ database: Database; cleanup(): Promise<void> }> {
+  const url = process.env.BENCH_DATABASE_URL;
+  if (url) {
+    const pg = (await import('pg')).default;
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const name = `tessera_bench_${ulid().toLowerCase()}`;
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const dbUrl = new URL(url);
+    dbUrl.pathname = `/${name}`;
+    const database = await openPostgres({ url: dbUrl.href, poolMax: 20, statementTimeout: 60, connectTimeout: 5 });
+    return {
+      database,
+      cleanup: async () => {
+        await database.close();
+        const again = new pg.Client({ connectionString: url });
+        await again.connect();
+        await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        await again.end();
+      },
+    };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+  const database = await openPglite({ dataDir: dir });
+  return { database, cleanup: async () => { await database.close(); rmSync(dir, { recursive: true, force: true }); } };
+}
+
+/** Seeds `count` connected GitHub integrations (with encrypted access tokens), due now. */
+async function seed(database: Database, keyring: ReturnType<typeof loadConfig>['keyring'], count: number): Promise<void> {
+  // One integration per (organization, provider): one organization each.
+  const orgs = count;
+  const orgIds = Array.from({ length: orgs }, () => ulid());
+  for (let start = 0; start < orgIds.length; start += 1000) {
+    await database.db.execute(sql`INSERT INTO organizations (id, name) SELECT unnest(${sql.param(orgIds.slice(start, start + 1000))}::text[]), 'bench'`);
+  }
+  const batch = 500;
+  for (let start = 0; start < count; start += batch) {
+    const rows: { org: string; id: string }[] = [];
+    for (let i = start; i < Math.min(count, start + batch); i++) rows.push({ org: orgIds[i % orgs] as string, id: ulid() });
+    const ids = rows.map((r) => r.id);
+    const orgsCol = rows.map((r) => r.org);
+    await database.db.execute(sql`
+      INSERT INTO integrations (organization_id, id, provider, name, description, provider_account_id, next_validation_at, last_validated_at)
+      SELECT o, i, 'github', 'GitHub Integration (bench)', 'OAuth integration with github for bench', i, now() - interval '1 second', now() - interval '1 day'
+      FROM unnest(${sql.param(orgsCol)}::text[], ${sql.param(ids)}::text[]) AS t(o, i)`);
+    const envelopes = rows.map((row) => seal(keyring, { organizationId: row.org, recordId: row.id, name: 'github_access_token' }, `gho_bench_${row.id.slice(-6).toLowerCase()}`));
+    await database.db.execute(sql`
+      INSERT INTO integration_secrets (organization_id, integration_id, name, key_id, envelope)
+      SELECT o, i, 'github_access_token', k, e
+      FROM unnest(${sql.param(orgsCol)}::text[], ${sql.param(ids)}::text[], ${sql.param(envelopes.map((e) => e.keyId))}::text[], ${sql.param(envelopes.map((e) => e.envelope))}::text[]) AS t(o, i, k, e)`);
+  }
+}
+
+/** The same provider calls at the same concurrency, with no database: the latency-bound ceiling. */
+async function baseline(apiUrl: string, count: number): Promise<number> {
+  const started = performance.now();
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      const res = await fetch(`${apiUrl}/user`, { headers: { authorization: 'token gho_bench_000001' } });
+      await res.text();
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  return count / ((performance.now() - started) / 1000);
+}
+
+function heapAfterGc(): number | null {
+  if (!globalThis.gc) return null;
+  globalThis.gc();
+  return process.memoryUsage().heapUsed / 1048576;
+}
+
+/** Runs one validation pass over `count` seeded integrations. */
+export async function benchValidation(count: number): Promise<ValidationBenchResult> {
+  const apiServer = await startSlowUserApi(LATENCY_MS);
+  const { database, cleanup } = await openBenchDatabase();
+  try {
+    await database.migrate();
+    const config = loadConfig({
+      env: {
+        ENCRYPTION_KEYS: `bench:${Buffer.alloc(32, 9).toString('base64')}`,
+        JWT_SECRET: 'b'.repeat(40),
+        INTEGRATION_OAUTH_GITHUB_CLIENT_ID: 'bench',
+        INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET: 'bench',
+        INTEGRATION_OAUTH_GITHUB_API_URL: apiServer.url,
+        LOG_LEVEL: 'error',
+      },
+      persistGeneratedSecrets: false,
+    });
+    const app = await buildApp({ config, database, logger: createLogger({ level: 'error' }) });
+    await seed(database, config.keyring, count);
+    const heapBefore = heapAfterGc();
+    const baselinePerSecond = await baseline(apiServer.url, Math.min(count, 2000));
+    const callsBefore = apiServer.calls();
+    const started = performance.now();
+    const measured = await withPeakRss(() => runValidationPass(app.services, { batchSize: 500, concurrencyPerProvider: CONCURRENCY, budgetMs: 3_600_000 }));
+    const seconds = (performance.now() - started) / 1000;
+    const validated = measured.result.valid;
+    if (validated !== count) throw new Error(`validated ${validated} of ${count} (${JSON.stringify(measured.result)})`);
+    if (apiServer.calls() - callsBefore !== count) throw new Error('provider calls do not match');
+    const heapAfter = heapAfterGc();
+    await app.fastify.close();
+    return {
+      backend: database.kind,
+      count,
+      seconds,
+      perSecond: count / seconds,
+      baselinePerSecond,
+      ratio: count / seconds / baselinePerSecond,
+      peakRssMb: measured.peakRssMb,
+      rssGrowthMb: measured.peakRssMb - measured.startRssMb,
+      heapGrowthMb: heapBefore !== null && heapAfter !== null ? heapAfter - heapBefore : null,
+    };
+  } finally {
+    await cleanup();
+    await apiServer.close();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const counts = process.argv.slice(2).map(Number).filter((n) => n > 0);
+  for (const count of counts.length ? counts : [10_000]) {
+    const r = await benchValidation(count);
+    console.log(
+      `validation pass  ${r.backend.padEnd(6)} n=${String(r.count).padStart(6)}  ${fmt(r.seconds)} s  ${fmt(r.perSecond, 0)} integrations/s  baseline ${fmt(r.baselinePerSecond, 0)}/s  ratio ${fmt(r.ratio, 2)}  peak RSS ${fmt(r.peakRssMb, 0)} MiB (+${fmt(r.rssGrowthMb, 0)} during the pass)  heap after GC ${r.heapGrowthMb === null ? 'n/a' : `${r.heapGrowthMb >= 0 ? '+' : ''}${fmt(r.heapGrowthMb)} MiB`}`,
+    );
+  }
+}
