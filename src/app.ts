@@ -15,6 +15,7 @@ import { installValidation } from './http/validation.ts';
 import { identitySlots } from './identity/authenticate.ts';
 import { SessionTokens } from './identity/credentials.ts';
 import { PasswordHasher } from './identity/password.ts';
+import { graphqlRoutes } from './graphql/route.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { connectRoutes } from './integrations/connect-routes.ts';
 import { proxyRoutes } from './integrations/proxy.ts';
@@ -134,6 +135,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   connectRoutes(fastify, services);
   integrationRoutes(fastify, services);
   proxyRoutes(fastify, services);
+  await graphqlRoutes(fastify, services);
   await options.routes?.(fastify, services);
   await fastify.ready();
   return {

@@ -40,6 +40,10 @@ const ENV_SETTINGS: [env: string, path: string, kind: Kind][] = [
   ['OAUTH_REDIRECT_ORIGINS', 'oauth.redirectOrigins', 'list'],
   ['PROVIDER_TIMEOUT', 'oauth.providerTimeout', 'int'],
   ['EVENTS_POLL_INTERVAL', 'events.pollInterval', 'int'],
+  ['GRAPHQL_INTROSPECTION', 'graphql.introspection', 'bool'],
+  ['GRAPHQL_MAX_DEPTH', 'graphql.maxDepth', 'int'],
+  ['GRAPHQL_MAX_COST', 'graphql.maxCost', 'int'],
+  ['GRAPHQL_MAX_BATCH', 'graphql.maxBatch', 'int'],
 ];
 
 const PROVIDER_ENV = /^INTEGRATION_OAUTH_([A-Z][A-Z0-9]*)_(CLIENT_ID|CLIENT_SECRET|CLIENT_ENDPOINT|SCOPES|AUTH_URL|TOKEN_URL|API_URL)$/;
@@ -78,6 +82,7 @@ export interface Config {
   rateLimit: RawConfig['rateLimit'];
   oauth: Omit<RawConfig['oauth'], 'redirectOrigins'> & { redirectOrigins: string[] };
   events: RawConfig['events'];
+  graphql: { introspection: boolean; maxDepth: number; maxCost: number; maxBatch: number };
   providers: Record<string, ProviderSettings>;
   /** Names of secrets that development mode generated and stored under DATA_DIR. */
   generatedSecrets: string[];
@@ -214,6 +219,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     rateLimit: config.rateLimit,
     oauth: { ...config.oauth, redirectOrigins },
     events: config.events,
+    graphql: { ...config.graphql, introspection: config.graphql.introspection ?? !isProduction },
     providers: config.integrationOauthProvider,
     generatedSecrets,
   };

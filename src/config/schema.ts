@@ -108,6 +108,15 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    graphql: Type.Object(
+      {
+        introspection: Type.Optional(Type.Boolean({ description: 'default: on in development, off in production' })),
+        maxDepth: Type.Integer({ minimum: 1, default: 10 }),
+        maxCost: Type.Integer({ minimum: 1, default: 5000 }),
+        maxBatch: Type.Integer({ minimum: 1, default: 5 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     integrationOauthProvider: Type.Record(Type.String(), ProviderSettings, { default: {} }),
   },
   { additionalProperties: false },

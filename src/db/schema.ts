@@ -182,6 +182,8 @@ export const integrations = pgTable(
     /** Access-token expiry in plain (not secret): for scheduling refreshes. */
     tokenExpiresAt: time('token_expires_at'),
     refreshTokenExpiresAt: time('refresh_token_expires_at'),
+    /** When the provider last issued a token by refresh: refreshes close together share it. */
+    lastRefreshedAt: time('last_refreshed_at'),
     /** Bumped whenever the secrets are replaced: refreshes compare-and-set on it. */
     tokenVersion: integer('token_version').notNull().default(1),
     nextValidationAt: time('next_validation_at'),

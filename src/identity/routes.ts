@@ -11,7 +11,8 @@ import { createOrganization, getOrganization, membershipOf, type OrganizationWit
 import type { Services } from '../services.ts';
 import { ulid } from 'ulidx';
 import { CSRF_COOKIE, SESSION_COOKIE } from './authenticate.ts';
-import { requireSessionUser, requireUser } from './authorize.ts';
+import { requireUser } from './authorize.ts';
+import { sessionBody, switchOrganization } from './sessions.ts';
 import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, SessionResponse, UserSchema } from './schemas.ts';
 import { findUserById, findUserByEmail, insertUser, publicUser, setDefaultOrganization, type UserRow } from './users.ts';
 
@@ -27,11 +28,6 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
     const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
     reply.setCookie(SESSION_COOKIE, token, { ...cookieBase, httpOnly: true, maxAge });
     reply.setCookie(CSRF_COOKIE, sessionTokens.csrfFor(`session:${sessionId}`), { ...cookieBase, httpOnly: false, maxAge });
-  }
-
-  function sessionBody(user: UserRow, organizationId: string, sessionId: string, expiresAt: Date) {
-    const accessToken = sessionTokens.issue({ sub: user.id, org: organizationId, sid: sessionId, exp: Math.floor(expiresAt.getTime() / 1000) });
-    return { success: true as const, accessToken, tokenType: 'Bearer' as const, expiresAt: expiresAt.toISOString(), user: publicUser(user), organizationId };
   }
 
   app.post(
@@ -98,7 +94,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
         targetType: 'session',
         targetId: sessionId,
       });
-      const session = sessionBody(user, organization.id, sessionId, expiresAt);
+      const { sessionId: _sid, sessionExpiresAt: _exp, ...session } = sessionBody(services, user, organization.id, sessionId, expiresAt);
       setSessionCookies(reply, session.accessToken, sessionId, expiresAt);
       return session;
     },
@@ -202,18 +198,10 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      const principal = requireSessionUser(request.ctx.principal);
       const { organizationId } = request.body as { organizationId: string };
       const tx = await request.ctx.tx();
-      const membership = await membershipOf(tx, organizationId, principal.userId);
-      if (!membership) throw new AppError('FORBIDDEN', { message: 'You are not a member of that organization' });
-      const [session] = await tx.select().from(sessions).where(eq(sessions.id, principal.credentialId));
-      const user = await findUserById(tx, principal.userId);
-      if (!session || !user) throw new AppError('UNAUTHENTICATED');
-      await setDefaultOrganization(tx, user.id, organizationId);
-      await recordAudit(tx, { principal, requestId: request.id }, { organizationId, action: 'organization.switched', targetType: 'organization', targetId: organizationId });
-      const body = sessionBody(user, organizationId, session.id, session.expiresAt);
-      setSessionCookies(reply, body.accessToken, session.id, session.expiresAt);
+      const { sessionId, sessionExpiresAt, ...body } = await switchOrganization(services, tx, { principal: request.ctx.principal, requestId: request.id }, organizationId);
+      setSessionCookies(reply, body.accessToken, sessionId, sessionExpiresAt);
       return body;
     },
   );

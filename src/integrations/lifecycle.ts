@@ -15,6 +15,8 @@ import { accessTokenExpiry, refreshTokenExpiry, tokenRequest } from './token-end
 
 /** Token reads refresh first when the token expires within this window. */
 export const REFRESH_AHEAD_MS = 5 * 60 * 1000;
+/** A refresh asked for this soon after another one gets that one's result instead of a provider call. */
+export const REFRESH_COALESCE_MS = 10 * 1000;
 
 /** An integration with its decrypted secrets and its configured provider. */
 export interface Current {
@@ -147,6 +149,9 @@ export class TokenLifecycle {
           // Under the lease, re-read: another instance may have refreshed since `seen`.
           const latest = await this.withSecrets(leased);
           if (latest.row.tokenVersion !== seen.row.tokenVersion) return latest;
+          // Requests that were concurrent at the client may reach us a little apart: one call serves them all.
+          const sinceRefresh = Date.now() - (latest.row.lastRefreshedAt?.getTime() ?? 0);
+          if (sinceRefresh < REFRESH_COALESCE_MS && latest.row.status === 'connected') return latest;
           return await this.refreshHoldingLease(latest, actor);
         } finally {
           await this.releaseLease(organizationId, id);
@@ -233,6 +238,7 @@ export class TokenLifecycle {
         .update(integrations)
         .set({
           tokenVersion: sql`${integrations.tokenVersion} + 1`,
+          lastRefreshedAt: sql`now()`,
           tokenExpiresAt,
           ...(tokens.refreshToken ? { refreshTokenExpiresAt: refreshTokenExpiry(tokens, now) } : {}),
           hasRefreshToken: refreshToken !== undefined,

@@ -183,38 +183,47 @@ export function integrationRoutes(app: FastifyInstance, services: Services): voi
       },
     },
     async (request) => {
-      const principal = request.ctx.principal;
-      if (!principal) throw new AppError('UNAUTHENTICATED');
-      requireRole(principal, principal.organizationId, 'admin');
       const { id } = request.params as { id: string };
-      if (!ULID.test(id)) throw new AppError('INTEGRATION_NOT_FOUND');
-      const tx = await request.ctx.tx();
-      const row = await findIntegrationById(tx, principal.organizationId, id);
-      if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
-      const ref = { organizationId: principal.organizationId, integrationId: id, provider: row.provider };
-      const secrets = await readSecrets(tx, services.config.keyring, ref);
-      await deleteIntegration(tx, principal.organizationId, id);
-      await recordAudit(tx, actorOf(request), { organizationId: principal.organizationId, action: 'integration.deleted', targetType: 'integration', targetId: id, detail: { provider: row.provider } });
-      await services.outbox.emit(tx, (fn) => request.ctx.afterCommit(fn), {
-        organizationId: principal.organizationId,
-        type: 'integration.deleted',
-        data: { integration: { id, provider: row.provider, name: row.name } },
-      });
-      const provider = services.providers.get(row.provider);
-      const accessToken = secrets.access_token;
-      if (provider && accessToken) {
-        request.ctx.afterCommit(async () => {
-          try {
-            await provider.definition.revoke(provider.context, { accessToken, ...(secrets.refresh_token ? { refreshToken: secrets.refresh_token } : {}) });
-            services.logger.info({ integrationId: id, provider: row.provider }, 'grant revoked at the provider');
-          } catch (error) {
-            services.logger.warn({ integrationId: id, provider: row.provider, kind: (error as { kind?: string }).kind }, 'could not revoke the grant at the provider');
-          }
-        });
-      }
-      return { success: true as const, message: `${provider?.displayName ?? row.provider} integration deleted` };
+      const deleted = await deleteIntegrationWithEvents(services, request, id);
+      return { success: true as const, message: `${deleted.displayName} integration deleted` };
     },
   );
+}
+
+/**
+ * Deletes an integration of the caller's organization (owner/admin or API token) in the
+ * request's transaction: secrets and entity, an audit row, `integration.deleted`; after
+ * the commit, the grant is revoked at the provider (best effort, logged).
+ */
+export async function deleteIntegrationWithEvents(services: Services, request: FastifyRequest, id: string): Promise<{ displayName: string }> {
+  const principal = request.ctx.principal;
+  if (!principal) throw new AppError('UNAUTHENTICATED');
+  requireRole(principal, principal.organizationId, 'admin');
+  if (!ULID.test(id)) throw new AppError('INTEGRATION_NOT_FOUND');
+  const tx = await request.ctx.tx();
+  const row = await findIntegrationById(tx, principal.organizationId, id);
+  if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
+  const secrets = await readSecrets(tx, services.config.keyring, { organizationId: principal.organizationId, integrationId: id, provider: row.provider });
+  await deleteIntegration(tx, principal.organizationId, id);
+  await recordAudit(tx, actorOf(request), { organizationId: principal.organizationId, action: 'integration.deleted', targetType: 'integration', targetId: id, detail: { provider: row.provider } });
+  await services.outbox.emit(tx, (fn) => request.ctx.afterCommit(fn), {
+    organizationId: principal.organizationId,
+    type: 'integration.deleted',
+    data: { integration: { id, provider: row.provider, name: row.name } },
+  });
+  const provider = services.providers.get(row.provider);
+  const accessToken = secrets.access_token;
+  if (provider && accessToken) {
+    request.ctx.afterCommit(async () => {
+      try {
+        await provider.definition.revoke(provider.context, { accessToken, ...(secrets.refresh_token ? { refreshToken: secrets.refresh_token } : {}) });
+        services.logger.info({ integrationId: id, provider: row.provider }, 'grant revoked at the provider');
+      } catch (error) {
+        services.logger.warn({ integrationId: id, provider: row.provider, kind: (error as { kind?: string }).kind }, 'could not revoke the grant at the provider');
+      }
+    });
+  }
+  return { displayName: provider?.displayName ?? row.provider };
 }
 
 /** The list view of an integration. */

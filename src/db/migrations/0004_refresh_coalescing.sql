@@ -1,0 +1,1 @@
+ALTER TABLE "integrations" ADD COLUMN "last_refreshed_at" timestamp with time zone;

@@ -1,0 +1,123 @@
+import type { FastifyInstance } from 'fastify';
+import { GraphQLError, NoSchemaIntrospectionCustomRule, type ValidationRule } from 'graphql';
+import mercurius from 'mercurius';
+import { Type } from 'typebox';
+import { AppError } from '../http/errors.ts';
+import type { Services } from '../services.ts';
+import { costLimitRule } from './limits.ts';
+import { type GraphQLContext, graphqlSchema } from './schema.ts';
+
+interface Operation {
+  query: string;
+  variables?: Record<string, unknown> | null;
+  operationName?: string | null;
+}
+
+interface FormattedError {
+  message: string;
+  locations?: readonly { line: number; column: number }[];
+  path?: readonly (string | number)[];
+  extensions: { code: string };
+}
+
+const OperationSchema = Type.Object(
+  {
+    query: Type.String({ minLength: 1, maxLength: 100_000 }),
+    variables: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
+    operationName: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+    extensions: Type.Optional(Type.Unknown()),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * `POST /query` inside the request pipeline (authenticated class, one transaction),
+ * executed by mercurius with its own routes off (no `GET /query`, no
+ * `application/graphql` parser). If any operation of the request fails, the request's
+ * writes roll back.
+ */
+export async function graphqlRoutes(app: FastifyInstance, services: Services): Promise<void> {
+  const { config } = services;
+  const rules: ValidationRule[] = [costLimitRule(config.graphql.maxCost)];
+  if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
+
+  await app.register(mercurius, {
+    schema: graphqlSchema(),
+    routes: false,
+    graphiql: false,
+    queryDepth: config.graphql.maxDepth,
+    validationRules: rules,
+    errorFormatter: (execution) => ({
+      statusCode: 200,
+      response: { data: execution.data ?? null, errors: (execution.errors ?? []).map((error) => formatError(error, services)) as unknown as GraphQLError[] },
+    }),
+  });
+
+  app.get(
+    '/query',
+    { config: { auth: 'unauthenticated' }, schema: { summary: 'GraphQL is POST only', tags: ['graphql'], response: {} } },
+    async () => {
+      throw new AppError('METHOD_NOT_ALLOWED', { message: 'GraphQL queries and mutations are sent with POST /query' });
+    },
+  );
+
+  app.post(
+    '/query',
+    {
+      config: { auth: 'authenticated' },
+      schema: {
+        summary: 'The GraphQL endpoint for user-facing business APIs (schema: docs/schema.graphql)',
+        tags: ['graphql'],
+        body: Type.Union([OperationSchema, Type.Array(OperationSchema, { minItems: 1 })]),
+        response: {
+          200: { description: 'GraphQL result(s): `{data, errors?}`, or an array for a batch' },
+          400: { description: 'A document that does not parse or validate (GraphQL error shape), or a REST-shaped input error' },
+        },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body as Operation | Operation[];
+      const batch = Array.isArray(body);
+      const operations = batch ? body : [body];
+      if (operations.length > config.graphql.maxBatch) {
+        throw new AppError('INVALID_INPUT', { message: `At most ${config.graphql.maxBatch} operations per batch`, details: [{ path: 'body', message: 'too many operations' }] });
+      }
+      const context: GraphQLContext = { request, services };
+      const results: { data?: unknown; errors?: FormattedError[] }[] = [];
+      let failed = false;
+      for (const operation of operations) {
+        try {
+          const result = await app.graphql(operation.query, context as never, operation.variables ?? undefined, operation.operationName ?? undefined);
+          if (result.errors?.length) failed = true;
+          results.push(result as { data?: unknown; errors?: FormattedError[] });
+        } catch (error) {
+          // Documents that do not parse or validate (depth, cost, introspection): nothing ran.
+          const errors = (error as { errors?: GraphQLError[] }).errors;
+          if (!errors) throw error;
+          failed = true;
+          reply.code(400);
+          results.push({ errors: errors.map((e) => formatError(e, services)) });
+        }
+      }
+      // Mutations of one request commit together or not at all.
+      if (failed) await request.ctx.rollback();
+      return batch ? results : results[0];
+    },
+  );
+}
+
+/** GraphQL errors with `extensions.code` from the contract's table; nothing internal leaks. */
+function formatError(error: GraphQLError, services: Services): FormattedError {
+  const base = {
+    ...(error.locations ? { locations: error.locations } : {}),
+    ...(error.path ? { path: error.path } : {}),
+  };
+  const original = error.originalError;
+  if (original instanceof AppError) return { message: original.message, ...base, extensions: { code: original.code } };
+  if (!original || original instanceof GraphQLError) {
+    const code = typeof error.extensions?.code === 'string' && /^[A-Z_]+$/.test(error.extensions.code) ? error.extensions.code : 'INVALID_INPUT';
+    return { message: error.message, ...base, extensions: { code } };
+  }
+  services.logger.error({ err: original, path: error.path }, 'GraphQL resolver failed');
+  return { message: 'Internal server error', ...base, extensions: { code: 'INTERNAL' } };
+}
