@@ -9,6 +9,7 @@ import { createDispatcher } from './events/dispatcher.ts';
 import { createOutbox } from './events/outbox.ts';
 import { healthRoutes, type Readiness } from './http/health.ts';
 import { createLogger } from './http/logging.ts';
+import { Metrics, metricsRoutes } from './http/metrics.ts';
 import { installPipeline, type PipelineSlots, requestIdFrom } from './http/pipeline.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
 import { installValidation } from './http/validation.ts';
@@ -73,11 +74,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   await fastify.register(fastifyCookie);
 
+  const metrics = new Metrics(database);
   const dispatcher = createDispatcher({
     db: database.db,
     webhooks: config.events.webhooks,
     pollIntervalMs: config.events.pollInterval * 1000,
     logger,
+    onDelivered: (lagMs) => metrics.delivered(lagMs),
   });
   const passwords = new PasswordHasher({ cost: config.auth.passwordCost });
   void passwords.prepare();
@@ -90,10 +93,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
     rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window }),
     outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake() }),
     dispatcher,
-    providers: buildProviderRegistry(config),
+    providers: buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds)),
     stateCodec: new StateCodec(config.keyring),
     lifecycle: undefined as unknown as TokenLifecycle,
     logger,
+    metrics,
   };
   services.lifecycle = new TokenLifecycle(services);
   let validator: { stop(): Promise<void> } | null = null;
@@ -128,6 +132,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
 
   const readiness: Readiness = { migrating: false, checks: [keyringReadiness(database.db, config.keyring)] };
   healthRoutes(fastify, database, readiness);
+  metricsRoutes(fastify, metrics, config.server.metricsEnabled);
   fastify.get('/api-docs', { config: { auth: 'unauthenticated' }, schema: { summary: 'This OpenAPI document', tags: ['meta'] } }, async () =>
     fastify.swagger(),
   );

@@ -31,5 +31,5 @@ export interface Services {
   stateCodec: StateCodec;
   lifecycle: TokenLifecycle;
   logger: Logger;
-  metrics?: LifecycleMetrics;
+  metrics?: LifecycleMetrics & { providerCall(provider: string, outcome: string, seconds: number): void };
 }

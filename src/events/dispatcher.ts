@@ -30,6 +30,8 @@ export interface DispatcherOptions {
   /** Deliveries claimed per round. Default 20. */
   batchSize?: number;
   fetch?: typeof fetch;
+  /** Called for each delivery that succeeded, with the time since the event occurred (metrics). */
+  onDelivered?: (lagMs: number, webhookId: string) => void;
   /** Milliseconds since the epoch, for `webhook-timestamp` (tests move it). */
   clock?: () => number;
 }
@@ -138,6 +140,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const key = sql`organization_id = ${row.organization_id} AND event_id = ${row.event_id} AND webhook_id = ${row.webhook_id}`;
     if (outcome.delivered) {
       await db.execute(sql`UPDATE event_deliveries SET delivered_at = coalesce(delivered_at, now()), locked_until = NULL WHERE ${key}`);
+      options.onDelivered?.(Date.now() - Date.parse(row.occurred_at), row.webhook_id);
       return;
     }
     const delayMs = Math.round(Math.random() * Math.min(backoff.maxMs, backoff.baseMs * 2 ** Math.min(row.attempts - 1, 40)));

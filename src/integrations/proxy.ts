@@ -147,6 +147,8 @@ async function callProvider(services: Services, current: Current, target: URL, r
     if (typeof value === 'string') headers[name] = value;
   }
   let response: Response;
+  const started = performance.now();
+  const observe = (outcome: string) => services.metrics?.providerCall(current.provider.id, outcome, (performance.now() - started) / 1000);
   try {
     response = await fetch(target, {
       method: request.method,
@@ -155,7 +157,9 @@ async function callProvider(services: Services, current: Current, target: URL, r
       redirect: 'manual',
       signal: AbortSignal.timeout(services.config.oauth.providerTimeout * 1000),
     });
+    observe(String(response.status));
   } catch (error) {
+    observe('transient');
     services.logger.warn({ provider: current.provider.id, integrationId: current.row.id, kind: 'transient' }, 'proxied call failed');
     throw new AppError('PROVIDER_ERROR', { cause: new ProviderError('transient', 'provider unreachable', { cause: error }) });
   }

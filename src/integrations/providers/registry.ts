@@ -34,7 +34,11 @@ export interface ProviderRegistry {
  * Builds the registry once at start from the definitions and the configuration.
  * Configuration naming a provider without a definition is a start-up error.
  */
-export function buildProviderRegistry(config: Config, definitions: readonly ProviderDefinition[] = DEFINITIONS): ProviderRegistry {
+export function buildProviderRegistry(
+  config: Config,
+  definitions: readonly ProviderDefinition[] = DEFINITIONS,
+  observe?: (provider: string, outcome: string, seconds: number) => void,
+): ProviderRegistry {
   const byId = new Map(definitions.map((definition) => [definition.id, definition]));
   const problems: string[] = [];
   for (const id of Object.keys(config.providers)) {
@@ -66,7 +70,17 @@ export function buildProviderRegistry(config: Config, definitions: readonly Prov
         endpoints,
         clientId: settings.clientId,
         clientSecret: settings.clientSecret,
-        request: (url, init) => providerRequest(url, init, config.oauth.providerTimeout * 1000),
+        request: async (url, init) => {
+          const started = performance.now();
+          try {
+            const response = await providerRequest(url, init, config.oauth.providerTimeout * 1000);
+            observe?.(definition.id, String(response.status), (performance.now() - started) / 1000);
+            return response;
+          } catch (error) {
+            observe?.(definition.id, 'transient', (performance.now() - started) / 1000);
+            throw error;
+          }
+        },
       },
     });
   }

@@ -1,0 +1,127 @@
+import type { FastifyInstance } from 'fastify';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { type Database, queryRows, sql } from '../db/client.ts';
+
+/** The service's Prometheus metrics, one registry per app (tests build several). */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly duration: Histogram<'method' | 'route' | 'status'>;
+  private readonly providerCalls: Counter<'provider' | 'outcome'>;
+  private readonly providerDuration: Histogram<'provider'>;
+  private readonly refreshes: Counter<'provider' | 'outcome'>;
+  private readonly validations: Counter<'provider' | 'outcome'>;
+  private readonly deliveryLag: Histogram;
+
+  constructor(database: Database) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.requests = new Counter({ name: 'tessera_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['method', 'route', 'status'], registers });
+    this.duration = new Histogram({
+      name: 'tessera_http_request_duration_seconds',
+      help: 'HTTP request latency by route and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.providerCalls = new Counter({ name: 'tessera_provider_calls_total', help: 'Provider calls by provider and outcome', labelNames: ['provider', 'outcome'], registers });
+    this.providerDuration = new Histogram({
+      name: 'tessera_provider_call_duration_seconds',
+      help: 'Provider call latency',
+      labelNames: ['provider'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.refreshes = new Counter({ name: 'tessera_token_refreshes_total', help: 'Token refreshes by provider and outcome', labelNames: ['provider', 'outcome'], registers });
+    this.validations = new Counter({ name: 'tessera_token_validations_total', help: 'Token validations by provider and outcome', labelNames: ['provider', 'outcome'], registers });
+    this.deliveryLag = new Histogram({
+      name: 'tessera_event_delivery_lag_seconds',
+      help: 'Time from an event to its delivery to a webhook',
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    });
+    new Gauge({
+      name: 'tessera_db_pool_connections',
+      help: 'Database pool connections by state',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const stats = database.poolStats();
+        this.set({ state: 'total' }, stats.total);
+        this.set({ state: 'idle' }, stats.idle);
+        this.set({ state: 'waiting' }, stats.waiting);
+      },
+    });
+    new Gauge({
+      name: 'tessera_integrations',
+      help: 'Integrations by status',
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        const rows = await queryRows<{ status: string; n: number }>(database.db, sql`SELECT status, count(*)::int AS n FROM integrations GROUP BY status`);
+        this.reset();
+        for (const status of ['connected', 'warning', 'expired', 'invalid']) this.set({ status }, 0);
+        for (const row of rows) this.set({ status: row.status }, row.n);
+      },
+    });
+    new Gauge({
+      name: 'tessera_outbox_depth',
+      help: 'Event deliveries not yet delivered',
+      registers,
+      async collect() {
+        const [row] = await queryRows<{ n: number }>(database.db, sql`SELECT count(*)::int AS n FROM event_deliveries WHERE delivered_at IS NULL`);
+        this.set(row?.n ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'tessera_outbox_oldest_pending_seconds',
+      help: 'Age of the oldest undelivered event delivery',
+      registers,
+      async collect() {
+        const [row] = await queryRows<{ age: number | null }>(
+          database.db,
+          sql`SELECT extract(epoch FROM now() - min(created_at))::float8 AS age FROM event_deliveries WHERE delivered_at IS NULL`,
+        );
+        this.set(row?.age ?? 0);
+      },
+    });
+  }
+
+  request(method: string, route: string, status: number, seconds: number): void {
+    const labels = { method, route, status: String(status) };
+    this.requests.inc(labels);
+    this.duration.observe(labels, seconds);
+  }
+
+  providerCall(provider: string, outcome: string, seconds: number): void {
+    this.providerCalls.inc({ provider, outcome });
+    this.providerDuration.observe({ provider }, seconds);
+  }
+
+  refreshOutcome(provider: string, outcome: string): void {
+    this.refreshes.inc({ provider, outcome });
+  }
+
+  validationOutcome(provider: string, outcome: string): void {
+    this.validations.inc({ provider, outcome });
+  }
+
+  delivered(lagMs: number): void {
+    this.deliveryLag.observe(lagMs / 1000);
+  }
+}
+
+/**
+ * `GET /metrics` (Prometheus text), unauthenticated class, served only when
+ * METRICS_ENABLED is set: keep it off the public network (scrape it on the private side).
+ */
+export function metricsRoutes(app: FastifyInstance, metrics: Metrics, enabled: boolean): void {
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+  });
+  if (!enabled) return;
+  app.get('/metrics', { config: { auth: 'unauthenticated' }, schema: { summary: 'Prometheus metrics (when METRICS_ENABLED)', tags: ['meta'], response: {} } }, async (_request, reply) => {
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+}
