@@ -33,7 +33,7 @@ export interface ValidationBenchResult {
   heapGrowthMb: number | null;
 }
 
-async function openBenchDatabase(): Promise<{ database: Database; cleanup(): Promise<void> }> {
+export async function openBenchDatabase(): Promise<{ database: Database; cleanup(): Promise<void> }> {
   const url = process.env.BENCH_DATABASE_URL;
   if (url) {
     const pg = (await import('pg')).default;

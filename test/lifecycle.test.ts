@@ -157,15 +157,18 @@ describe('refresh', () => {
     const before = await t.app.services.lifecycle.load(c.account.organizationId, 'slack');
     // Tessera's refresh reaches the provider slowly; meanwhile another instance rotates with the same
     // refresh token and stores its result, bypassing the lease (as if that instance's lease had lapsed).
-    slack.latencyMs = 400;
+    slack.latencyMs = 1000;
+    const refreshesBefore = slack.stats.refreshes;
     const ours = post(c.account.token, '/v1/integrations/slack/refresh');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Once our refresh request is at the provider (and waiting), the other instance's goes first.
+    await expect.poll(() => slack.stats.refreshes - refreshesBefore, { interval: 10 }).toBe(1);
     slack.latencyMs = 0;
     const rotated = await fetch(slack.tokenUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: before.secrets.refresh_token ?? '', client_id: slack.clientId, client_secret: slack.clientSecret }).toString(),
     }).then((r) => r.json() as Promise<{ access_token: string; refresh_token: string }>);
+    expect(rotated, JSON.stringify(rotated)).toHaveProperty('access_token');
     const { replaceSecrets } = await import('../src/integrations/secrets.ts');
     await replaceSecrets(t.database.db, t.config.keyring, { organizationId: c.account.organizationId, integrationId: c.id, provider: 'slack' }, {
       ...before.secrets,
@@ -288,9 +291,10 @@ describe('status and transitions', () => {
 
   it('proxies a call in flight while the provider rotates the token, and stays connected', async () => {
     const c = await connected();
-    gh.latencyMs = 400;
+    gh.latencyMs = 1000;
+    const callsBefore = gh.stats.apiCalls;
     const inFlight = get(c.account.token, '/v1/integrations/github/proxy/user');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await expect.poll(() => gh.stats.apiCalls - callsBefore, { interval: 10 }).toBe(1);
     gh.latencyMs = 0;
     const refreshed = await post(c.account.token, '/v1/integrations/github/refresh');
     expect(refreshed.statusCode).toBe(200);

@@ -87,7 +87,7 @@ describe.runIf(TEST_DATABASE_URL)('two service processes on one PostgreSQL', () 
     expect(gh.stats.refreshes - before.refreshes).toBe(1);
     expect(gh.stats.reusedRefreshTokens - before.reusedRefreshTokens).toBe(0);
     expect(new Set(results.map((r) => r.json.token.accessToken))).toEqual(new Set([gh.tokensOf('twoproc')[0]?.accessToken]));
-  });
+  }, 180_000);
 });
 
 describe('a crash after the provider rotated the token', () => {
@@ -118,5 +118,5 @@ describe('a crash after the provider rotated the token', () => {
     expect(read.status, JSON.stringify(read.json)).toBe(200);
     expect(read.json.token.accessToken).toBe(gh.tokensOf('crashy')[0]?.accessToken);
     expect((await api(second, 'GET', '/v1/integrations/github/proxy/user', { token })).status).toBe(200);
-  });
+  }, 180_000);
 });

@@ -40,7 +40,7 @@ describe('npm start on the embedded database', () => {
     await waitFor(second);
     expect(readFileSync(secretsFile, 'utf8')).toBe(secrets);
     expect(await second.stop('SIGINT')).toBe(0);
-  });
+  }, 180_000);
 
   it('refuses a second process on the same DATA_DIR with a clear message', async () => {
     const dataDir = tempDir();
@@ -51,7 +51,7 @@ describe('npm start on the embedded database', () => {
     expect(second.output()).toMatch(/DATA_DIR .* is in use by process \d+/);
     expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
     expect(await first.stop()).toBe(0);
-  });
+  }, 180_000);
 
   it('refuses to start in production without ENCRYPTION_KEYS and JWT_SECRET, naming both', async () => {
     const service = await spawnService({ DATA_DIR: tempDir(), APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example' });
@@ -61,7 +61,7 @@ describe('npm start on the embedded database', () => {
       expect.stringMatching(/^config: ENCRYPTION_KEYS \(secrets.keys\): required in production; set "keyId:base64\(32 bytes\)"/),
       expect.stringMatching(/^config: JWT_SECRET \(auth.jwtSecret\): required in production/),
     ]);
-  });
+  }, 180_000);
 
   it('refuses invalid settings with one line per problem', async () => {
     const service = await spawnService({ DATA_DIR: tempDir(), PORT: 'eighty', RATE_LIMIT_WINDOW: '0', ENCRYPTION_KEYS: 'k1:c2hvcnQ=' }, { port: 1 });
@@ -69,7 +69,7 @@ describe('npm start on the embedded database', () => {
     const output = service.output();
     expect(output).toMatch(/^config: PORT: expected an integer, got "eighty"$/m);
     expect(output).not.toMatch(/c2hvcnQ/);
-  });
+  }, 180_000);
 });
 
 describe.runIf(TEST_DATABASE_URL)('npm start on PostgreSQL', () => {
@@ -91,7 +91,7 @@ describe.runIf(TEST_DATABASE_URL)('npm start on PostgreSQL', () => {
     } finally {
       await dropPgDatabase(url);
     }
-  });
+  }, 180_000);
 });
 
 describe('npm run rotate-keys', () => {
@@ -113,5 +113,5 @@ describe('npm run rotate-keys', () => {
     const result = await run(`new:${Buffer.alloc(32, 2).toString('base64')},old:${Buffer.alloc(32, 1).toString('base64')}`);
     expect(result.code, result.output).toBe(0);
     expect(result.output).toMatch(/rotated 0 secrets to key "new"/);
-  });
+  }, 180_000);
 });

@@ -7,6 +7,11 @@ import type { Principal } from '../http/context.ts';
 /** Monotonic: entries of one millisecond still sort in the order they were written. */
 const nextId = monotonicFactory();
 
+/** A new audit entry id (for statements that write the audit row themselves). */
+export function nextAuditId(): string {
+  return nextId();
+}
+
 export interface AuditEntry {
   organizationId: string;
   action: string;

@@ -54,8 +54,7 @@ export function connectRoutes(app: FastifyInstance, services: Services): void {
     },
     async (request, reply) => {
       const body = request.body as { provider: string; scopes?: string[]; redirectUri: string };
-      const tx = await request.ctx.tx();
-      const result = await startConnect(services, tx, request.ctx.principal, body, request.cookies[OAUTH_TX_COOKIE]);
+      const result = await startConnect(services, services.db, request.ctx.principal, body, request.cookies[OAUTH_TX_COOKIE]);
       reply.setCookie(OAUTH_TX_COOKIE, result.txValue, {
         path: OAUTH_COOKIE_PATH,
         httpOnly: true,

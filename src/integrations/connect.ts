@@ -3,8 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { calculatePKCECodeChallenge, generateRandomCodeVerifier } from 'oauth4webapi';
 import { recordAudit } from '../audit/audit.ts';
 import { isLoopbackHost } from '../config/load.ts';
-import type { Db } from '../db/client.ts';
-import { oauthStates } from '../db/schema.ts';
+import { type Db, sql } from '../db/client.ts';
 import type { Principal } from '../http/context.ts';
 import { AppError, type ErrorCode } from '../http/errors.ts';
 import { authenticateOptional } from '../identity/authenticate.ts';
@@ -16,7 +15,7 @@ import { upsertConnectedIntegration } from './integrations.ts';
 import { providerFailure } from './provider-errors.ts';
 import type { ConfiguredProvider } from './providers/registry.ts';
 import { replaceSecrets } from './secrets.ts';
-import { consumeState, purgeExpiredStates, type StateRow, sha256 } from './state.ts';
+import { consumeState, type StateRow, sha256 } from './state.ts';
 import { accessTokenExpiry, refreshTokenExpiry, tokenRequest } from './token-endpoint.ts';
 
 export const OAUTH_TX_COOKIE = 'oauth_tx';
@@ -62,8 +61,8 @@ export interface StartResult {
   txValue: string;
 }
 
-/** Starts a connect flow: owner/admin users only; the state is stored server-side in `tx`. */
-export async function startConnect(services: Services, tx: Db, principal: Principal | null, input: StartInput, existingTx?: string): Promise<StartResult> {
+/** Starts a connect flow: owner/admin users only; the state is stored server-side with `db`. */
+export async function startConnect(services: Services, db: Db, principal: Principal | null, input: StartInput, existingTx?: string): Promise<StartResult> {
   const user = requireUser(principal);
   requireRole(user, user.organizationId, 'admin');
   const provider = configuredProvider(services, input.provider);
@@ -81,19 +80,13 @@ export async function startConnect(services: Services, tx: Db, principal: Princi
   // Parallel flows in one browser share the cookie, so starting a second does not break the first.
   const txValue = existingTx && /^[A-Za-z0-9_-]{43}$/.test(existingTx) ? existingTx : randomBytes(32).toString('base64url');
 
-  await purgeExpiredStates(tx, user.organizationId);
-  await tx.insert(oauthStates).values({
-    organizationId: user.organizationId,
-    nonceHash,
-    userId: user.userId,
-    provider: provider.id,
-    redirectUri,
-    scopes,
-    codeVerifier: sealedVerifier?.envelope ?? null,
-    codeVerifierKeyId: sealedVerifier?.keyId ?? null,
-    txHash: sha256(txValue),
-    expiresAt: new Date((payload.issuedAt + services.config.oauth.stateExpiry) * 1000),
-  });
+  // One statement, no transaction: purge the organization's expired states and store this one.
+  await db.execute(sql`
+    WITH purge AS (DELETE FROM oauth_states WHERE organization_id = ${user.organizationId} AND expires_at < now())
+    INSERT INTO oauth_states (organization_id, nonce_hash, user_id, provider, redirect_uri, scopes, code_verifier, code_verifier_key_id, tx_hash, expires_at)
+    VALUES (${user.organizationId}, ${nonceHash}, ${user.userId}, ${provider.id}, ${redirectUri}, ${sql.param(scopes)}::text[],
+            ${sealedVerifier?.envelope ?? null}, ${sealedVerifier?.keyId ?? null}, ${sha256(txValue)},
+            to_timestamp(${payload.issuedAt + services.config.oauth.stateExpiry}))`);
 
   const url = new URL(provider.context.endpoints.authUrl);
   url.searchParams.set('client_id', provider.clientId);

@@ -1,7 +1,7 @@
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { ulid } from 'ulidx';
-import { type AuditActor, recordAudit } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
+import { type AuditActor, nextAuditId as auditId, recordAudit } from '../audit/audit.ts';
+import { type Db, queryRows } from '../db/client.ts';
 import { integrationSecrets, integrations } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Services } from '../services.ts';
@@ -37,6 +37,70 @@ const REFRESH_REJECTED = 'refresh token rejected';
 const FORBIDDEN_REASON = 'API access forbidden';
 const UNREACHABLE_REASON = 'provider unreachable during validation';
 
+/** Integration columns as raw SQL returns them on both backends: timestamps as epoch milliseconds. */
+interface RawIntegration {
+  organization_id: string;
+  id: string;
+  provider: string;
+  name: string;
+  description: string;
+  scopes: string[];
+  provider_account_id: string;
+  status: IntegrationRow['status'];
+  token_valid: boolean;
+  has_refresh_token: boolean;
+  last_error: string | null;
+  detected_at: number | null;
+  last_validated_at: number | null;
+  token_expires_at: number | null;
+  refresh_token_expires_at: number | null;
+  last_refreshed_at: number | null;
+  token_version: number;
+  next_validation_at: number | null;
+  lease_owner: string | null;
+  lease_until: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+const epoch = (column: string) => sql.raw(`(extract(epoch FROM i.${column}) * 1000)::float8 AS ${column}`);
+const RAW_COLUMNS = sql.join(
+  [
+    sql.raw('i.organization_id, i.id, i.provider, i.name, i.description, i.scopes, i.provider_account_id, i.status, i.token_valid, i.has_refresh_token, i.last_error, i.token_version, i.lease_owner'),
+    ...['detected_at', 'last_validated_at', 'token_expires_at', 'refresh_token_expires_at', 'last_refreshed_at', 'next_validation_at', 'lease_until', 'created_at', 'updated_at'].map(epoch),
+  ],
+  sql`, `,
+);
+
+const date = (value: number | null): Date | null => (value === null ? null : new Date(value));
+
+function fromRaw(raw: RawIntegration): IntegrationRow {
+  return {
+    organizationId: raw.organization_id,
+    id: raw.id,
+    provider: raw.provider,
+    name: raw.name,
+    description: raw.description,
+    scopes: raw.scopes,
+    providerAccountId: raw.provider_account_id,
+    status: raw.status,
+    tokenValid: raw.token_valid,
+    hasRefreshToken: raw.has_refresh_token,
+    lastError: raw.last_error,
+    detectedAt: date(raw.detected_at),
+    lastValidatedAt: date(raw.last_validated_at),
+    tokenExpiresAt: date(raw.token_expires_at),
+    refreshTokenExpiresAt: date(raw.refresh_token_expires_at),
+    lastRefreshedAt: date(raw.last_refreshed_at),
+    tokenVersion: raw.token_version,
+    nextValidationAt: date(raw.next_validation_at),
+    leaseOwner: raw.lease_owner,
+    leaseUntil: date(raw.lease_until),
+    createdAt: new Date(raw.created_at),
+    updatedAt: new Date(raw.updated_at),
+  };
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -61,6 +125,39 @@ export class TokenLifecycle {
   async load(organizationId: string, providerId: string): Promise<Current> {
     const row = await findIntegrationByProvider(this.services.db, organizationId, providerId);
     return this.withSecrets(row);
+  }
+
+  /**
+   * The hot path of token reads and proxy calls: one statement reads the integration
+   * and its access token and, when `audit` is given, writes the audit row too; only the
+   * access token is decrypted (a refresh re-reads everything under its lease).
+   */
+  async loadForUse(organizationId: string, providerId: string, audit?: { actor: AuditActor; action: string }): Promise<Current> {
+    const provider = this.services.providers.get(providerId);
+    if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
+    const secretName = `${providerId}_access_token`;
+    const principal = audit?.actor.principal ?? null;
+    const auditInsert = audit
+      ? sql`, audit AS (
+          INSERT INTO audit_logs (organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail)
+          SELECT organization_id, ${auditId()}, ${principal?.userId ?? null}, ${principal?.impersonatorId ?? null}, ${principal?.kind ?? null}, ${principal?.credentialId ?? null},
+                 ${audit.action}, 'integration', id, ${audit.actor.requestId}, ${JSON.stringify({ provider: providerId })}::jsonb
+          FROM i RETURNING 1)`
+      : sql``;
+    const [found] = await queryRows<RawIntegration & { key_id: string | null; envelope: string | null }>(
+      this.services.db,
+      sql`WITH i AS (SELECT * FROM integrations WHERE organization_id = ${organizationId} AND provider = ${providerId})${auditInsert}
+          SELECT ${RAW_COLUMNS}, s.key_id, s.envelope
+          FROM i LEFT JOIN integration_secrets s
+            ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${secretName}`,
+    );
+    if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
+    const row = fromRaw(found);
+    const secrets: SecretValues =
+      found.key_id && found.envelope
+        ? decryptRows(this.services.config.keyring, { organizationId, integrationId: row.id, provider: providerId }, [{ name: secretName, keyId: found.key_id, envelope: found.envelope }])
+        : {};
+    return { row, provider, secrets };
   }
 
   /** Re-reads an integration by id, decrypted; 404 when it is gone. */
@@ -112,7 +209,7 @@ export class TokenLifecycle {
     if (current.row.status === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
     const expiresAt = current.row.tokenExpiresAt?.getTime();
     if (expiresAt === undefined || expiresAt - Date.now() > REFRESH_AHEAD_MS) return current;
-    if (!current.secrets.refresh_token) {
+    if (!current.row.hasRefreshToken) {
       if (expiresAt > Date.now()) return current;
       throw new AppError('TOKEN_VALIDATION_FAILED', { message: 'The token has expired; reconnect the integration' });
     }

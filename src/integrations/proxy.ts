@@ -91,7 +91,7 @@ export function proxyRoutes(app: FastifyInstance, services: Services): void {
       const query = queryAt === -1 ? '' : rawUrl.slice(queryAt);
 
       const actor: AuditActor = { principal, requestId: request.id };
-      let current = await services.lifecycle.usable(await services.lifecycle.load(principal.organizationId, providerId), actor);
+      let current = await services.lifecycle.usable(await services.lifecycle.loadForUse(principal.organizationId, providerId), actor);
       const base = current.provider.context.endpoints.apiUrl;
       const target = new URL(`${base}/${path}${query}`);
       const baseUrl = new URL(base);

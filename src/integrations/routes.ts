@@ -8,7 +8,7 @@ import type { Principal } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import { requireRole } from '../identity/authorize.ts';
 import type { Services } from '../services.ts';
-import { findIntegrationById, listIntegrations } from './integrations.ts';
+import { findIntegrationById, findIntegrationByProvider, listIntegrations } from './integrations.ts';
 import type { Current } from './lifecycle.ts';
 import { readSecrets } from './secrets.ts';
 import { effectiveStatus, statusObject } from './status.ts';
@@ -114,8 +114,9 @@ export function integrationRoutes(app: FastifyInstance, services: Services): voi
       const principal = requireTokenReader(request.ctx.principal);
       const { provider } = memberCall(request);
       const actor = actorOf(request);
-      const current = await lifecycle.usable(await lifecycle.load(principal.organizationId, provider), actor);
-      await recordAudit(services.db, actor, { organizationId: principal.organizationId, action: 'integration.token_read', targetType: 'integration', targetId: current.row.id, detail: { provider } });
+      // One statement reads the token and writes the audit row (without the token).
+      const loaded = await lifecycle.loadForUse(principal.organizationId, provider, { actor, action: 'integration.token_read' });
+      const current = await lifecycle.usable(loaded, actor);
       return { success: true as const, provider, token: tokenBody(current) };
     },
   );
@@ -133,12 +134,16 @@ export function integrationRoutes(app: FastifyInstance, services: Services): voi
     },
     async (request) => {
       const { principal, provider } = memberCall(request);
-      let current = await lifecycle.load(principal.organizationId, provider);
-      const age = Date.now() - (current.row.lastValidatedAt?.getTime() ?? 0);
-      if (current.row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
-        current = await liveCheck(services, current, actorOf(request));
+      const row = await findIntegrationByProvider(services.db, principal.organizationId, provider);
+      const configured = row ? services.providers.get(row.provider) : undefined;
+      if (!row || !configured) throw new AppError('INTEGRATION_NOT_FOUND');
+      const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
+      // Secrets are read and the provider asked only when the last validation is too old.
+      if (row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
+        const current = await liveCheck(services, await lifecycle.load(principal.organizationId, provider), actorOf(request));
+        return { success: true as const, status: statusObject(current.row, current.provider.displayName) };
       }
-      return { success: true as const, status: statusObject(current.row, current.provider.displayName) };
+      return { success: true as const, status: statusObject(row, configured.displayName) };
     },
   );
 

@@ -52,7 +52,7 @@ export async function spawnService(env: Record<string, string>, options: { port?
 }
 
 /** Polls `path` until it answers `status`, or the process exits, or the deadline passes. */
-export async function waitFor(service: ServiceProcess, path = '/readyz', status = 200, timeoutMs = 30_000): Promise<void> {
+export async function waitFor(service: ServiceProcess, path = '/readyz', status = 200, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (service.child.exitCode !== null) throw new Error(`service exited (${service.child.exitCode}):\n${service.output()}`);

@@ -1,0 +1,147 @@
+/**
+ * HTTP benchmarks: autocannon on loopback against the app in this process, each
+ * scenario next to a baseline measured in the same run — a bare route doing one
+ * indexed SELECT by primary key through the same pool (the practical ceiling for a
+ * request that must read its data). Prints req/s, p50/p99 latency and the ratios.
+ * Usage: node bench/http.ts   (BENCH_DATABASE_URL=postgres://… for PostgreSQL)
+ */
+import { Writable } from 'node:stream';
+import autocannon from 'autocannon';
+import { sql } from 'drizzle-orm';
+import { ulid } from 'ulidx';
+import { buildApp } from '../src/app.ts';
+import { loadConfig } from '../src/config/load.ts';
+import { createApiToken } from '../src/identity/access-tokens.ts';
+import { createLogger } from '../src/http/logging.ts';
+import { replaceSecrets } from '../src/integrations/secrets.ts';
+import { startFakeGitHub } from '../test/fakes/github.ts';
+import { openBenchDatabase } from './validation.ts';
+import { fmt } from './lib.ts';
+
+const DURATION = Number(process.env.BENCH_DURATION ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+
+export interface HttpResult {
+  scenario: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+async function run(url: string, options: { method?: string; headers?: Record<string, string>; body?: string }): Promise<Omit<HttpResult, 'scenario'>> {
+  const result = await autocannon({
+    url,
+    method: (options.method ?? 'GET') as 'GET',
+    headers: options.headers ?? {},
+    ...(options.body ? { body: options.body } : {}),
+    connections: CONNECTIONS,
+    duration: DURATION,
+  });
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
+}
+
+/** Runs every scenario against one backend and returns the rows (baseline first). */
+export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[] }> {
+  const fake = await startFakeGitHub({ tokenExpiresIn: 28800 });
+  fake.addUser({ login: 'bench', email: 'bench@example.com' });
+  const { database, cleanup } = await openBenchDatabase();
+  try {
+    await database.migrate();
+    const port = 18000 + Math.floor(Math.random() * 2000);
+    const config = loadConfig({
+      env: {
+        ENCRYPTION_KEYS: `bench:${Buffer.alloc(32, 9).toString('base64')}`,
+        JWT_SECRET: 'b'.repeat(40),
+        PASSWORD_COST: '10',
+        RATE_LIMIT_MAX: '0',
+        OAUTH_STATUS_MAX_AGE: '86400',
+        PORT: String(port),
+        INTEGRATION_OAUTH_GITHUB_CLIENT_ID: fake.clientId,
+        INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET: fake.clientSecret,
+        INTEGRATION_OAUTH_GITHUB_AUTH_URL: fake.authUrl,
+        INTEGRATION_OAUTH_GITHUB_TOKEN_URL: fake.tokenUrl,
+        INTEGRATION_OAUTH_GITHUB_API_URL: fake.apiUrl,
+        DB_POOL_MAX: '16',
+      },
+      persistGeneratedSecrets: false,
+    });
+    // Logs are produced and serialized as in production, then dropped.
+    const sink = new Writable({ write: (_chunk, _encoding, callback) => callback() });
+    let organizationId = '';
+    const app = await buildApp({
+      config,
+      database,
+      logger: createLogger({ level: 'info', stream: sink }),
+      routes: (fastify, services) => {
+        fastify.get('/bench/baseline', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async () => {
+          const rows = await services.db.execute(sql`SELECT id, name FROM organizations WHERE id = ${organizationId}`);
+          return { row: (rows as unknown as { rows: unknown[] }).rows[0] ?? null };
+        });
+      },
+    });
+    await app.fastify.listen({ host: '127.0.0.1', port });
+    const base = `http://127.0.0.1:${port}`;
+    const json = (r: Response) => r.json() as Promise<Record<string, any>>;
+
+    await fetch(`${base}/v1/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password: 'benchmark password' }) });
+    const login = await json(await fetch(`${base}/v1/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password: 'benchmark password' }) }));
+    const jwt = login.accessToken as string;
+    organizationId = login.organizationId as string;
+    const auth = { authorization: `Bearer ${jwt}` };
+    const start = await json(await fetch(`${base}/v1/integrations/oauth/start`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ provider: 'github', redirectUri: `${base}/` }) }));
+    const approved = fake.authorize(start.authUrl as string, 'bench');
+    await fetch(`${base}/v1/integrations/oauth/callback`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ provider: 'github', code: approved.code, state: approved.state }) });
+    const sid = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString()).sid as string;
+    const principal = { kind: 'jwt' as const, userId: login.user.id as string, organizationId, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
+    const apiToken = (await createApiToken({ db: database.db, actor: { principal, requestId: null } }, { name: 'bench' })).token;
+
+    // A second organization with 100 integrations, for the listing.
+    const listOrg = ulid();
+    await database.db.execute(sql`INSERT INTO organizations (id, name) VALUES (${listOrg}, 'list')`);
+    await database.db.execute(sql`INSERT INTO memberships (organization_id, user_id, role) VALUES (${listOrg}, ${principal.userId}, 'owner')`);
+    for (let i = 0; i < 100; i++) {
+      const id = ulid();
+      await database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, name, description, provider_account_id, last_validated_at)
+        VALUES (${listOrg}, ${id}, ${`p${i}`}, ${`P${i} Integration (bench)`}, ${`OAuth integration with p${i} for bench`}, ${String(i)}, now())`);
+      await replaceSecrets(database.db, config.keyring, { organizationId: listOrg, integrationId: id, provider: `p${i}` }, { access_token: `tok_${i}` });
+    }
+    const listJwt = (await json(await fetch(`${base}/v1/account/switch`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ organizationId: listOrg }) }))).accessToken as string;
+
+    const scenarios: [string, string, { method?: string; headers?: Record<string, string>; body?: string }][] = [
+      ['baseline: one SELECT by primary key', '/bench/baseline', {}],
+      ['GET …/token (session JWT)', '/v1/integrations/github/token', { headers: auth }],
+      ['GET …/token (API token)', '/v1/integrations/github/token', { headers: { authorization: `Bearer ${apiToken}` } }],
+      ['GET /v1/integrations (100)', '/v1/integrations', { headers: { authorization: `Bearer ${listJwt}` } }],
+      ['GET …/status (no live validation)', '/v1/integrations/github/status', { headers: auth }],
+      ['POST …/oauth/start', '/v1/integrations/oauth/start', { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ provider: 'github', redirectUri: `${base}/` }) }],
+      ['POST /query { integrations }', '/query', { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ integrations { id name status statusDetail { message actions } } }' }) }],
+    ];
+    const rows: HttpResult[] = [];
+    // Warm-up: JIT, caches, connections.
+    await run(`${base}/bench/baseline`, {});
+    for (const [scenario, path, options] of scenarios) rows.push({ scenario, ...(await run(base + path, options)) });
+    await app.fastify.close();
+    return { backend: database.kind, rows };
+  } finally {
+    await cleanup();
+    await fake.close();
+  }
+}
+
+/** Prints one backend's table with ratios to its baseline. */
+export function printHttp(backend: string, rows: HttpResult[]): void {
+  const baseline = rows[0] as HttpResult;
+  console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections, ${DURATION} s each)`);
+  console.log('| scenario | req/s | p50 ms | p99 ms | × baseline req/s | × baseline p99 | non-2xx |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const row of rows) {
+    console.log(`| ${row.scenario} | ${fmt(row.rps, 0)} | ${row.p50} | ${row.p99} | ${fmt(row.rps / baseline.rps, 2)} | ${fmt(row.p99 / Math.max(1, baseline.p99), 2)} | ${row.non2xx + row.errors} |`);
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { backend, rows } = await benchHttp();
+  printHttp(backend, rows);
+}

@@ -1,0 +1,627 @@
+// Tessera's integrations page: a plain ES module, no framework, no dependency.
+// It talks to the JSON API with the HttpOnly session cookie; every unsafe request carries
+// the CSRF header. It never asks for a provider token: the token endpoints refuse cookie
+// sessions, and Refresh from a cookie session answers without one (docs/decisions.md 39).
+
+const STATUS_LABELS = { connected: 'Connected', warning: 'Warning', expired: 'Expired', invalid: 'Invalid' };
+const PROVIDER_ID = /^[a-z][a-z0-9]{1,31}$/;
+const ERROR_CODE = /^[A-Z][A-Z_]{1,49}$/;
+const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+const el = (id) => document.getElementById(id);
+const ui = {
+  notice: el('notice'),
+  problem: el('problem'),
+  loading: el('loading'),
+  account: el('account'),
+  who: el('who'),
+  orgSingle: el('org-single'),
+  orgForm: el('org-form'),
+  orgSelect: el('org-select'),
+  signOut: el('sign-out'),
+  signIn: el('sign-in'),
+  signInTitle: el('sign-in-title'),
+  signInForm: el('sign-in-form'),
+  email: el('email'),
+  password: el('password'),
+  integrations: el('integrations'),
+  integrationsTitle: el('integrations-title'),
+  reload: el('reload'),
+  updated: el('updated'),
+  roleNote: el('role-note'),
+  list: el('integration-list'),
+  noIntegrations: el('no-integrations'),
+  connectTitle: el('connect-title'),
+  providerList: el('provider-list'),
+  allConnected: el('all-connected'),
+  noProviders: el('no-providers'),
+};
+
+const state = {
+  access: null,
+  providers: [],
+  integrations: [],
+  /** provider id → status object, once fetched */
+  statuses: new Map(),
+  /** provider id → error text when its status could not be fetched */
+  statusErrors: new Map(),
+  /** Bumped by every load: answers of an older load are dropped. */
+  generation: 0,
+};
+
+class ApiError extends Error {
+  constructor(status, code, message, extra = {}) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryAfter = extra.retryAfter ?? null;
+    this.requestId = extra.requestId ?? null;
+  }
+}
+
+// ---------------------------------------------------------------- API
+
+function readCookie(name) {
+  for (const part of document.cookie.split(';')) {
+    const [key, ...rest] = part.trim().split('=');
+    if (key === name) return decodeURIComponent(rest.join('='));
+  }
+  return '';
+}
+
+async function csrfToken() {
+  const fromCookie = readCookie('csrf_token');
+  if (fromCookie) return fromCookie;
+  // The cookie can be gone while the session lives on (cleared by hand, other tab): ask for it.
+  const answer = await api('GET', '/v1/csrf');
+  return answer.csrf;
+}
+
+/** One JSON API call; throws ApiError with the server's code and words. */
+async function api(method, path, body, { csrf = true } = {}) {
+  const headers = { accept: 'application/json' };
+  const unsafe = method !== 'GET' && method !== 'HEAD';
+  if (unsafe) {
+    headers['content-type'] = 'application/json';
+    if (csrf) headers['x-csrf-token'] = await csrfToken();
+  }
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      credentials: 'same-origin',
+      cache: 'no-store',
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  } catch {
+    throw new ApiError(0, 'NETWORK', 'Tessera could not be reached. Check the connection and try again.');
+  }
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok || data === null || data.success === false) {
+    throw new ApiError(
+      response.status,
+      typeof data?.code === 'string' ? data.code : 'UNKNOWN',
+      typeof data?.error === 'string' ? data.error : `Tessera answered HTTP ${response.status}.`,
+      { retryAfter: response.headers.get('retry-after'), requestId: data?.requestId ?? response.headers.get('x-request-id') },
+    );
+  }
+  return data;
+}
+
+// ---------------------------------------------------------------- words
+
+function providerName(id) {
+  const known = state.providers.find((p) => p.id === id);
+  if (known) return known.displayName;
+  return PROVIDER_ID.test(id) ? id.charAt(0).toUpperCase() + id.slice(1) : 'the provider';
+}
+
+function seconds(value, fallback) {
+  const n = Number.parseInt(value ?? '', 10);
+  return Number.isFinite(n) && n > 0 ? n : fallback;
+}
+
+/** An API failure in words a person can act on. */
+function describeError(error, provider) {
+  const name = provider ? providerName(provider) : 'The provider';
+  switch (error.code) {
+    case 'NETWORK':
+      return error.message;
+    case 'UNAUTHENTICATED':
+      return 'Your session has ended. Sign in again.';
+    case 'CSRF_INVALID':
+      return error.message === 'Origin not allowed'
+        ? `Tessera does not accept requests from ${location.origin}. Open this page at the address Tessera is configured with (PUBLIC_URL).`
+        : 'The security check of this page failed. Reload the page and try again.';
+    case 'FORBIDDEN':
+      return error.message && error.message !== 'Forbidden'
+        ? `${error.message}.`.replace(/\.\.$/, '.')
+        : 'You are not allowed to do that here. Owners and admins of the organization can.';
+    case 'RATE_LIMITED':
+      return `Too many requests. Wait ${seconds(error.retryAfter, 60)} seconds and try again.`;
+    case 'PROVIDER_RATE_LIMITED':
+      return `${name} is limiting requests right now. Try again in ${seconds(error.retryAfter, 60)} seconds.`;
+    case 'PROVIDER_ERROR':
+      return `${name} could not be reached or answered badly. Try again in a moment.`;
+    case 'TOKEN_VALIDATION_FAILED':
+      return `${name} no longer accepts this connection. Reconnect ${name} to restore it.`;
+    case 'INTEGRATION_NOT_FOUND':
+      return 'That integration no longer exists. The list has been updated.';
+    case 'INVALID_REDIRECT_URI':
+      return `Tessera does not accept ${location.origin} as the address to come back to. Open this page at the address Tessera is configured with (PUBLIC_URL), or add it to OAUTH_REDIRECT_ORIGINS.`;
+    case 'PROVIDER_NOT_CONFIGURED':
+      return `${name} is not configured on this Tessera.`;
+    case 'INTERNAL':
+      return `Something went wrong inside Tessera.${error.requestId ? ` Reference: ${error.requestId}.` : ''}`;
+    default:
+      return error.message || 'Something went wrong.';
+  }
+}
+
+/** The outcome of a connect flow, from the query string the callback redirected to. */
+function describeOutcome(outcome) {
+  const name = providerName(outcome.provider);
+  if (outcome.status === 'connected') return { ok: true, text: `${name} is connected.` };
+  const words = {
+    ACCESS_DENIED: `You declined access at ${name}, so nothing was connected.`,
+    OAUTH_EXCHANGE_FAILED: `${name} refused the authorization (it may have expired). Nothing was connected; try again.`,
+    TOKEN_VALIDATION_FAILED: `${name} rejected the new connection. Nothing was connected; try again.`,
+    PROVIDER_ERROR: `${name} could not be reached while connecting. Nothing was connected; try again in a moment.`,
+    PROVIDER_RATE_LIMITED: `${name} is limiting requests right now. Nothing was connected; try again in a minute.`,
+    INVALID_OAUTH_STATE: 'That connection attempt expired, was already used, or was started in another organization. Start again.',
+    FORBIDDEN: `Only owners and admins can connect ${name}.`,
+  };
+  return { ok: false, text: words[outcome.error] ?? `Connecting ${name} failed${outcome.error ? ` (${outcome.error})` : ''}. Try again.` };
+}
+
+function formatTime(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  return date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+// ---------------------------------------------------------------- messages
+
+function say(text) {
+  ui.problem.textContent = '';
+  ui.notice.textContent = text;
+}
+
+function complain(text) {
+  ui.notice.textContent = '';
+  ui.problem.textContent = text;
+}
+
+function clearMessages() {
+  ui.notice.textContent = '';
+  ui.problem.textContent = '';
+}
+
+// ---------------------------------------------------------------- DOM helpers
+
+/** Creates an element; children are nodes or text (never parsed as HTML). */
+function h(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value === false || value === null || value === undefined) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(typeof child === 'string' ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+/** Text for screen readers only, e.g. which provider a "Delete" button is about. */
+const hidden = (text) => h('span', { class: 'visually-hidden', text });
+
+/** The focus key of the focused control inside `container`, if any. */
+function focusedKey(container) {
+  const focused = document.activeElement;
+  return focused && container.contains(focused) ? focused.dataset?.focusKey : undefined;
+}
+
+/** Puts keyboard focus back on the control with that key, if it still exists. */
+function refocus(container, key) {
+  if (key) container.querySelector(`[data-focus-key="${CSS.escape(key)}"]`)?.focus();
+}
+
+/** Replaces a node, keeping keyboard focus on the "same" control if it still exists. */
+function replaceKeepingFocus(oldNode, newNode) {
+  const key = focusedKey(oldNode);
+  oldNode.replaceWith(newNode);
+  refocus(newNode, key);
+}
+
+/**
+ * Marks a control busy without `disabled`: a disabled button drops keyboard focus to the
+ * page, while this keeps it where the person is. Busy controls ignore clicks.
+ */
+function setBusy(control, busy) {
+  if (!control) return;
+  if (busy) control.setAttribute('aria-disabled', 'true');
+  else control.removeAttribute('aria-disabled');
+}
+
+const isBusy = (control) => control?.getAttribute('aria-disabled') === 'true';
+
+function show(node, visible) {
+  node.hidden = !visible;
+}
+
+// ---------------------------------------------------------------- views
+
+function canWrite() {
+  const role = state.access?.organization?.role;
+  return role === 'owner' || role === 'admin';
+}
+
+function showSignIn(message) {
+  state.access = null;
+  show(ui.loading, false);
+  show(ui.account, false);
+  show(ui.integrations, false);
+  show(ui.signIn, true);
+  if (message) complain(message);
+}
+
+function renderAccount() {
+  const { user, organization, organizations } = state.access;
+  ui.who.replaceChildren(
+    hidden('Signed in as '),
+    h('span', { class: 'who-name', text: user?.name || user?.email || 'API token' }),
+    user?.name && user?.email ? h('span', { class: 'who-email', text: ` ${user.email}` }) : null,
+  );
+  const roleText = (role) => ({ owner: 'owner', admin: 'admin', member: 'member' })[role] ?? role;
+  if (organizations.length > 1) {
+    ui.orgSelect.replaceChildren(
+      ...organizations.map((org) =>
+        h('option', { value: org.id, selected: org.id === organization.id, text: `${org.name} (${roleText(org.role)})` }),
+      ),
+    );
+    show(ui.orgForm, true);
+    show(ui.orgSingle, false);
+  } else {
+    ui.orgSingle.replaceChildren(hidden('Organization: '), `${organization.name} (${roleText(organization.role)})`);
+    show(ui.orgSingle, true);
+    show(ui.orgForm, false);
+  }
+  show(ui.account, true);
+  show(ui.roleNote, !canWrite());
+  show(ui.connectTitle, canWrite());
+  show(ui.providerList, canWrite());
+}
+
+/** A card's button: visible `label`, and `context` for screen readers (which provider it acts on). */
+function actionButton(label, context, focusKey, onClick, { primary = false, danger = false } = {}) {
+  return h(
+    'button',
+    {
+      type: 'button',
+      class: [primary ? 'primary' : '', danger ? 'danger' : ''].filter(Boolean).join(' '),
+      'data-focus-key': focusKey,
+      onclick: (event) => onClick(event.currentTarget),
+    },
+    label,
+    hidden(context),
+  );
+}
+
+function integrationCard(integration) {
+  const provider = integration.provider;
+  const name = providerName(provider);
+  const status = state.statuses.get(provider);
+  const statusError = state.statusErrors.get(provider);
+  const value = status?.status ?? integration.status;
+  const label = STATUS_LABELS[value] ?? value;
+  const titleId = `integration-${provider}-title`;
+  const actions = new Set(status?.actions ?? []);
+
+  const facts = [];
+  if (status) {
+    facts.push(
+      h('dt', { text: 'Last checked' }),
+      h('dd', {}, status.lastValidated ? h('time', { datetime: status.lastValidated, text: formatTime(status.lastValidated) }) : 'Not yet'),
+    );
+    if (status.lastError) facts.push(h('dt', { text: 'Problem' }), h('dd', { text: status.lastError }));
+    if (status.detectedAt) facts.push(h('dt', { text: 'Since' }), h('dd', {}, h('time', { datetime: status.detectedAt, text: formatTime(status.detectedAt) })));
+  }
+  facts.push(h('dt', { text: 'Added' }), h('dd', {}, h('time', { datetime: integration.createdAt, text: formatTime(integration.createdAt) })));
+
+  const buttons = [];
+  if (canWrite()) {
+    if (actions.has('reconnect')) {
+      buttons.push(actionButton('Reconnect', ` ${name}`, `reconnect:${provider}`, (button) => startConnect(provider, button), { primary: true }));
+    }
+    // Refreshing is offered whenever the status allows it; an invalid connection only reconnects.
+    if (actions.has('refresh') || value === 'connected') {
+      buttons.push(
+        actionButton('Refresh token', ` for ${name}`, `refresh:${provider}`, (button) => refreshToken(provider, button), { primary: actions.has('refresh') }),
+      );
+    }
+    buttons.push(actionButton('Delete', ` the ${name} integration`, `delete:${provider}`, (button) => deleteIntegration(integration, button), { danger: true }));
+  }
+
+  let message;
+  if (status) message = h('p', { class: 'message', text: status.message });
+  else if (statusError) message = h('p', { class: 'message message-error', text: statusError });
+  else message = h('p', { class: 'message muted', text: `Checking with ${name}…` });
+
+  return h(
+    'li',
+    { class: `card card-${value}`, 'data-provider': provider, 'aria-busy': status || statusError ? 'false' : 'true' },
+    h(
+      'article',
+      { 'aria-labelledby': titleId },
+      h(
+        'div',
+        { class: 'card-head' },
+        h('h2', { id: titleId, text: name }),
+        h('span', { class: `badge badge-${value}` }, hidden('Status: '), label),
+      ),
+      h('p', { class: 'integration-name', text: integration.name }),
+      message,
+      actions.has('configure')
+        ? h('p', { class: 'hint', text: `If this persists, check the app's permissions and configuration at ${name}.` })
+        : null,
+      h('dl', { class: 'facts' }, facts),
+      buttons.length ? h('div', { class: 'actions' }, buttons) : null,
+    ),
+  );
+}
+
+function renderIntegrations() {
+  const key = focusedKey(ui.integrations);
+  ui.list.replaceChildren(...state.integrations.map(integrationCard));
+  show(ui.list, state.integrations.length > 0);
+  show(ui.noIntegrations, state.integrations.length === 0);
+
+  const connected = new Set(state.integrations.map((i) => i.provider));
+  const available = state.providers.filter((p) => !connected.has(p.id));
+  ui.providerList.replaceChildren(
+    ...available.map((p) =>
+      h(
+        'li',
+        {},
+        h(
+          'button',
+          { type: 'button', class: 'primary', 'data-focus-key': `connect:${p.id}`, onclick: (e) => startConnect(p.id, e.currentTarget) },
+          `Connect ${p.displayName}`,
+        ),
+      ),
+    ),
+  );
+  const writer = canWrite();
+  show(ui.providerList, writer && available.length > 0);
+  show(ui.allConnected, writer && state.providers.length > 0 && available.length === 0);
+  show(ui.noProviders, writer && state.providers.length === 0);
+  refocus(ui.integrations, key);
+}
+
+function updateCard(provider) {
+  const integration = state.integrations.find((i) => i.provider === provider);
+  const old = ui.list.querySelector(`li[data-provider="${CSS.escape(provider)}"]`);
+  if (integration && old) replaceKeepingFocus(old, integrationCard(integration));
+}
+
+// ---------------------------------------------------------------- loading
+
+/** Loads who is signed in, the providers and the integrations, then each integration's live status. */
+async function loadAll({ announce = false } = {}) {
+  const generation = ++state.generation;
+  setBusy(ui.reload, true);
+  ui.list.setAttribute('aria-busy', 'true');
+  try {
+    let access;
+    try {
+      access = await api('GET', '/v1/account/access');
+    } catch (error) {
+      if (generation !== state.generation) return;
+      if (error.status === 401) showSignIn();
+      else {
+        show(ui.loading, false);
+        complain(describeError(error));
+      }
+      return;
+    }
+    const [providers, list] = await Promise.all([api('GET', '/v1/providers'), api('GET', '/v1/integrations')]);
+    if (generation !== state.generation) return;
+    state.access = access;
+    state.providers = providers.providers;
+    state.integrations = list.integrations;
+    state.statuses = new Map();
+    state.statusErrors = new Map();
+    show(ui.loading, false);
+    show(ui.signIn, false);
+    show(ui.integrations, true);
+    renderAccount();
+    renderIntegrations();
+
+    await Promise.all(
+      state.integrations.map(async ({ provider }) => {
+        try {
+          const answer = await api('GET', `/v1/integrations/${encodeURIComponent(provider)}/status`);
+          if (generation !== state.generation) return;
+          state.statuses.set(provider, answer.status);
+        } catch (error) {
+          if (generation !== state.generation) return;
+          state.statusErrors.set(provider, `The status could not be checked: ${describeError(error, provider)}`);
+        }
+        updateCard(provider);
+      }),
+    );
+    if (generation !== state.generation) return;
+    ui.updated.replaceChildren('Status as of ', h('time', { datetime: new Date().toISOString(), text: formatTime(new Date().toISOString()) }), '.');
+    if (announce) say(`Status updated: ${summary()}.`);
+  } catch (error) {
+    if (generation !== state.generation) return;
+    if (error.status === 401) showSignIn(describeError(error));
+    else complain(describeError(error));
+  } finally {
+    if (generation === state.generation) {
+      setBusy(ui.reload, false);
+      ui.list.setAttribute('aria-busy', 'false');
+    }
+  }
+}
+
+function summary() {
+  if (state.integrations.length === 0) return 'no integrations';
+  return state.integrations
+    .map(({ provider, status }) => `${providerName(provider)} ${(STATUS_LABELS[state.statuses.get(provider)?.status ?? status] ?? status).toLowerCase()}`)
+    .join(', ');
+}
+
+// ---------------------------------------------------------------- actions
+
+/** Runs an action with its button busy (a second click does nothing); failures are shown in words (401 → sign in). */
+async function run(button, provider, action) {
+  if (isBusy(button)) return;
+  setBusy(button, true);
+  try {
+    await action();
+  } catch (error) {
+    if (error.status === 401) {
+      showSignIn(describeError(error));
+      return;
+    }
+    complain(describeError(error, provider));
+    if (['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED'].includes(error.code)) await loadAll();
+  } finally {
+    setBusy(button, false);
+  }
+}
+
+function startConnect(provider, button) {
+  return run(button, provider, async () => {
+    clearMessages();
+    const answer = await api('POST', '/v1/integrations/oauth/start', { provider, redirectUri: `${location.origin}/` });
+    const target = new URL(answer.authUrl);
+    if (target.protocol !== 'https:' && target.protocol !== 'http:') throw new ApiError(0, 'UNKNOWN', 'Tessera answered with an unusable address.');
+    say(`Taking you to ${providerName(provider)}…`);
+    location.assign(target.href);
+  });
+}
+
+function refreshToken(provider, button) {
+  return run(button, provider, async () => {
+    clearMessages();
+    const answer = await api('POST', `/v1/integrations/${encodeURIComponent(provider)}/refresh`);
+    await loadAll();
+    say(`${answer.message}.`);
+  });
+}
+
+function deleteIntegration(integration, button) {
+  if (isBusy(button)) return;
+  const name = providerName(integration.provider);
+  // The browser's own dialog: keyboard and screen-reader friendly, and it cannot be styled away.
+  if (!window.confirm(`Delete the ${name} integration "${integration.name}"?\n\nIts tokens are removed from Tessera and the access is revoked at ${name}.`)) return;
+  return run(button, integration.provider, async () => {
+    clearMessages();
+    const answer = await api('DELETE', `/v1/integrations/${encodeURIComponent(integration.id)}`);
+    await loadAll();
+    say(`${answer.message}.`);
+    ui.integrationsTitle.focus();
+  });
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const submit = ui.signInForm.querySelector('button[type="submit"]');
+  submit.disabled = true;
+  clearMessages();
+  try {
+    // Public route: no session yet, so no CSRF header; the Origin check still applies.
+    await api('POST', '/v1/login', { email: ui.email.value.trim(), password: ui.password.value }, { csrf: false });
+    ui.password.value = '';
+    await loadAll();
+    if (state.access) {
+      say(`Signed in as ${state.access.user?.email ?? 'you'}.`);
+      ui.integrationsTitle.focus();
+    }
+  } catch (error) {
+    complain(error.code === 'UNAUTHENTICATED' ? 'The e-mail or password is not right. Try again.' : describeError(error));
+    ui.password.focus();
+  } finally {
+    submit.disabled = false;
+  }
+}
+
+async function signOut() {
+  await run(ui.signOut, undefined, async () => {
+    await api('POST', '/v1/logout');
+    state.generation++;
+    showSignIn();
+    say('Signed out.');
+    ui.signInTitle.focus();
+  });
+}
+
+async function switchOrganization(event) {
+  event.preventDefault();
+  const organizationId = ui.orgSelect.value;
+  if (organizationId === state.access?.organization?.id) return;
+  const button = ui.orgForm.querySelector('button[type="submit"]');
+  await run(button, undefined, async () => {
+    clearMessages();
+    await api('POST', '/v1/account/switch', { organizationId });
+    await loadAll();
+    say(`Now working in ${state.access?.organization?.name ?? 'the other organization'}.`);
+  });
+}
+
+// ---------------------------------------------------------------- start
+
+/** Reads `?status=…` left by the OAuth callback, then removes it from the address bar. */
+function takeOutcome() {
+  const params = new URLSearchParams(location.search);
+  const status = params.get('status');
+  if (status !== 'connected' && status !== 'error') return null;
+  const provider = params.get('provider') ?? '';
+  const error = params.get('error') ?? '';
+  const integration = params.get('integration') ?? '';
+  history.replaceState(null, '', location.pathname);
+  // These values come from the address bar: anyone can craft them, so only well-formed ones are used (as text).
+  return {
+    status,
+    provider: PROVIDER_ID.test(provider) ? provider : '',
+    error: ERROR_CODE.test(error) ? error : '',
+    integration: ULID.test(integration) ? integration : '',
+  };
+}
+
+async function start() {
+  ui.signInForm.addEventListener('submit', signIn);
+  ui.signOut.addEventListener('click', signOut);
+  ui.orgForm.addEventListener('submit', switchOrganization);
+  ui.reload.addEventListener('click', () => {
+    if (isBusy(ui.reload)) return;
+    clearMessages();
+    void loadAll({ announce: true });
+  });
+  // Coming back with the Back button from the provider's page restores a stale page: reload its data.
+  window.addEventListener('pageshow', (event) => {
+    if (event.persisted) void loadAll();
+  });
+
+  const outcome = takeOutcome();
+  await loadAll();
+  if (outcome) {
+    const { ok, text } = describeOutcome(outcome);
+    if (ok) say(text);
+    else complain(text);
+  }
+}
+
+void start();
