@@ -17,6 +17,7 @@ import { identitySlots } from './identity/authenticate.ts';
 import { SessionTokens } from './identity/credentials.ts';
 import { PasswordHasher } from './identity/password.ts';
 import { graphqlRoutes } from './graphql/route.ts';
+import { webRoutes } from './web/routes.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { connectRoutes } from './integrations/connect-routes.ts';
 import { proxyRoutes } from './integrations/proxy.ts';
@@ -141,6 +142,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   integrationRoutes(fastify, services);
   proxyRoutes(fastify, services);
   await graphqlRoutes(fastify, services);
+  webRoutes(fastify);
   await options.routes?.(fastify, services);
   await fastify.ready();
   return {

@@ -1,0 +1,196 @@
+/**
+ * `npm run demo`: Tessera and its integrations page against loopback fakes of GitHub and
+ * Slack (the ones the tests use), on a throwaway embedded database. No credentials, no
+ * network: everything runs on 127.0.0.1 and is deleted on Ctrl-C.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { type App, buildApp } from '../src/app.ts';
+import { ConfigError, loadConfig } from '../src/config/load.ts';
+import type { Database } from '../src/db/client.ts';
+import { createLogger } from '../src/http/logging.ts';
+import { openDatabase } from '../src/server.ts';
+import { webRoutes } from '../src/web/routes.ts';
+import type { FakeProvider } from '../test/fakes/common.ts';
+import { startFakeGitHub } from '../test/fakes/github.ts';
+import { startFakeSlack } from '../test/fakes/slack.ts';
+
+const DEMO_EMAIL = 'demo@example.com';
+const DEMO_PASSWORD = 'tessera-demo-password';
+const GITHUB_LOGIN = 'octocat';
+const SLACK_LOGIN = 'slackbot';
+
+/** Whether something already listens on the port. */
+function portTaken(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(true));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(false)));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** PORT when set (it must be free), else 8080, else any free port. */
+async function choosePort(): Promise<number> {
+  const wanted = process.env.PORT;
+  if (wanted) {
+    const port = Number(wanted);
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`PORT: expected a port number, got "${wanted}"`);
+    if (await portTaken(port)) throw new Error(`port ${port} is in use: stop what listens there, or run PORT=<another> npm run demo`);
+    return port;
+  }
+  return (await portTaken(8080)) ? freePort() : 8080;
+}
+
+/** Points Tessera's provider at a fake (the same variables a real deployment sets). */
+function providerEnv(fake: FakeProvider): Record<string, string> {
+  const prefix = `INTEGRATION_OAUTH_${fake.id.toUpperCase()}`;
+  return {
+    [`${prefix}_CLIENT_ID`]: fake.clientId,
+    [`${prefix}_CLIENT_SECRET`]: fake.clientSecret,
+    [`${prefix}_AUTH_URL`]: fake.authUrl,
+    [`${prefix}_TOKEN_URL`]: fake.tokenUrl,
+    [`${prefix}_API_URL`]: fake.apiUrl,
+  };
+}
+
+async function main(): Promise<void> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const cleanUp = async () => {
+    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
+    cleanups.length = 0;
+  };
+
+  process.stdout.write('Starting the Tessera demo (the embedded database takes a few seconds to create)…\n');
+  let app: App | undefined;
+  let database: Database | undefined;
+  let url = '';
+  let github: FakeProvider;
+  let slack: FakeProvider;
+  try {
+    // GitHub with expiring tokens (ghu_ + rotating ghr_), as GitHub Apps issue them, so Refresh does something.
+    github = await startFakeGitHub({ tokenExpiresIn: 8 * 3600, appName: 'Tessera demo' });
+    cleanups.push(() => github.close());
+    slack = await startFakeSlack({ tokenExpiresIn: 12 * 3600, appName: 'Tessera demo', teamName: 'Demo Workspace' });
+    cleanups.push(() => slack.close());
+    github.addUser({ login: GITHUB_LOGIN, email: 'octocat@example.com', name: 'The Octocat' });
+    slack.addUser({ login: SLACK_LOGIN, email: 'slackbot@example.com', name: 'Slackbot' });
+
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-demo-'));
+    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const port = await choosePort();
+    url = `http://127.0.0.1:${port}`;
+    const config = loadConfig({
+      env: {
+        APP_ENV: 'development',
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        PUBLIC_URL: url,
+        DATA_DIR: dataDir,
+        // Fresh secrets for a database that lives as long as the demo.
+        ENCRYPTION_KEYS: `demo:${randomBytes(32).toString('base64')}`,
+        JWT_SECRET: randomBytes(48).toString('base64url'),
+        LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+        // "Refresh status" re-validates at the provider when the last check is older than this.
+        OAUTH_STATUS_MAX_AGE: '5',
+        ...providerEnv(github),
+        ...providerEnv(slack),
+      },
+    });
+    const logger = createLogger({ level: config.log.level });
+    database = await openDatabase(config);
+    const db = database;
+    cleanups.push(() => db.close());
+    await database.migrate();
+    // The page is served by every Tessera; registering it here too is harmless (webRoutes runs once per instance).
+    app = await buildApp({ config, database, logger, routes: (fastify) => webRoutes(fastify) });
+    const fastify = app.fastify;
+    cleanups.push(() => fastify.close());
+    await fastify.listen({ host: config.server.host, port: config.server.port });
+    app.startBackground();
+
+    const registered = await fetch(`${url}/v1/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: DEMO_EMAIL, password: DEMO_PASSWORD, name: 'Demo User' }),
+    });
+    if (registered.status !== 201) throw new Error(`could not create the demo user (HTTP ${registered.status}: ${await registered.text()})`);
+  } catch (error) {
+    await cleanUp();
+    const message = error instanceof ConfigError ? error.problems.join('\n') : (error as Error).message;
+    process.stderr.write(`demo failed to start: ${message}\n`);
+    process.exit(1);
+  }
+
+  const interactive = process.stdin.isTTY === true;
+  process.stdout.write(
+    [
+      '',
+      'Tessera demo is running — everything on this machine, nothing needs credentials.',
+      '',
+      `  Open      ${url}/`,
+      `  Sign in   ${DEMO_EMAIL}  /  ${DEMO_PASSWORD}`,
+      '',
+      `  Connect GitHub or Slack: their (fake) consent pages let you approve as "${GITHUB_LOGIN}" / "${SLACK_LOGIN}".`,
+      `  Fake GitHub ${github.url}   Fake Slack ${slack.url}`,
+      `  API description: ${url}/api-docs`,
+      '',
+      interactive
+        ? '  Type "revoke" + Enter to make the providers revoke every token, then press "Refresh status" on the page.'
+        : '  (Run it in a terminal to type commands, e.g. "revoke".)',
+      '  Ctrl-C stops everything and deletes the demo data.',
+      '',
+    ].join('\n'),
+  );
+
+  let stopping = false;
+  const stop = async (reason: string) => {
+    if (stopping) {
+      process.stderr.write('forced exit\n');
+      process.exit(1);
+    }
+    stopping = true;
+    process.stdout.write(`\n${reason}: stopping the demo and deleting its data…\n`);
+    await cleanUp();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('Ctrl-C'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+
+  if (interactive) {
+    // terminal: false keeps the TTY in line mode, so Ctrl-C stays a signal.
+    const input = createInterface({ input: process.stdin, terminal: false });
+    input.on('line', (line) => {
+      const command = line.trim().toLowerCase();
+      if (command === 'revoke') {
+        github.revokeUser(GITHUB_LOGIN);
+        slack.revokeUser(SLACK_LOGIN);
+        process.stdout.write(
+          `The fake GitHub and Slack revoked every token of ${GITHUB_LOGIN} and ${SLACK_LOGIN}. ` +
+            'Press "Refresh status" on the page: connected integrations turn Invalid and offer Reconnect.\n',
+        );
+      } else if (command === 'quit' || command === 'exit') {
+        void stop('quit');
+      } else if (command) {
+        process.stdout.write('Commands: revoke (the providers revoke every token), quit. Ctrl-C also stops.\n');
+      }
+    });
+    input.on('close', () => void stop('end of input'));
+  }
+}
+
+await main();
