@@ -1,11 +1,11 @@
 import { and, desc, eq, lt } from 'drizzle-orm';
-import { monotonicFactory } from 'ulidx';
+import { monotonicIds } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
 import { auditLogs } from '../db/schema.ts';
 import type { Principal } from '../http/context.ts';
 
 /** Monotonic: entries of one millisecond still sort in the order they were written. */
-const nextId = monotonicFactory();
+const nextId = monotonicIds();
 
 /** A new audit entry id (for statements that write the audit row themselves). */
 export function nextAuditId(): string {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import { type Db, sql } from '../db/client.ts';
 
 export type EventType = 'organization.created' | 'integration.connected' | 'integration.status_changed' | 'integration.deleted';

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, RouteOptions } from 'fastify';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
 import { RequestContext } from './context.ts';
 import { AppError, ERROR_CODES, type ErrorCode, type ErrorDetail, errorBody } from './errors.ts';

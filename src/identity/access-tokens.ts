@@ -1,5 +1,5 @@
 import { and, desc, eq, isNull } from 'drizzle-orm';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import { type AuditActor, recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { apiTokens, memberships, personalAccessTokens } from '../db/schema.ts';

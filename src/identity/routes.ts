@@ -9,7 +9,7 @@ import type { RequestContext } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import { createOrganization, getOrganization, membershipOf, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import { CSRF_COOKIE, SESSION_COOKIE } from './authenticate.ts';
 import { requireUser } from './authorize.ts';
 import { sessionBody, switchOrganization } from './sessions.ts';

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
 import { users } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';

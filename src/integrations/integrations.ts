@@ -1,5 +1,5 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
 import { type IntegrationStatus, integrations } from '../db/schema.ts';
 
@@ -20,6 +20,26 @@ export async function findIntegrationById(db: Db, organizationId: string, id: st
 /** Every integration of the organization, oldest first. */
 export async function listIntegrations(db: Db, organizationId: string): Promise<IntegrationRow[]> {
   return db.select().from(integrations).where(eq(integrations.organizationId, organizationId)).orderBy(asc(integrations.createdAt), asc(integrations.id));
+}
+
+export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'createdAt' | 'updatedAt'>;
+
+/** The listing's columns only (the list of 100 integrations is a hot path). */
+export async function listIntegrationSummaries(db: Db, organizationId: string): Promise<IntegrationSummary[]> {
+  return db
+    .select({
+      id: integrations.id,
+      name: integrations.name,
+      provider: integrations.provider,
+      description: integrations.description,
+      status: integrations.status,
+      tokenExpiresAt: integrations.tokenExpiresAt,
+      createdAt: integrations.createdAt,
+      updatedAt: integrations.updatedAt,
+    })
+    .from(integrations)
+    .where(eq(integrations.organizationId, organizationId))
+    .orderBy(asc(integrations.createdAt), asc(integrations.id));
 }
 
 export interface ConnectedIntegration {

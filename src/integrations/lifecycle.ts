@@ -1,5 +1,5 @@
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import { type AuditActor, nextAuditId as auditId, recordAudit } from '../audit/audit.ts';
 import { type Db, queryRows } from '../db/client.ts';
 import { integrationSecrets, integrations } from '../db/schema.ts';

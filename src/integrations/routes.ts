@@ -8,7 +8,7 @@ import type { Principal } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import { requireRole } from '../identity/authorize.ts';
 import type { Services } from '../services.ts';
-import { findIntegrationById, findIntegrationByProvider, listIntegrations } from './integrations.ts';
+import { findIntegrationById, findIntegrationByProvider, type IntegrationSummary, listIntegrationSummaries } from './integrations.ts';
 import type { Current } from './lifecycle.ts';
 import { readSecrets } from './secrets.ts';
 import { effectiveStatus, statusObject } from './status.ts';
@@ -94,7 +94,7 @@ export function integrationRoutes(app: FastifyInstance, services: Services): voi
     },
     async (request) => {
       const principal = requireRole(request.ctx.principal, request.ctx.principal?.organizationId ?? '', 'member');
-      const rows = await listIntegrations(services.db, principal.organizationId);
+      const rows = await listIntegrationSummaries(services.db, principal.organizationId);
       return { success: true as const, integrations: rows.map((row) => integrationView(row)) };
     },
   );
@@ -232,7 +232,7 @@ export async function deleteIntegrationWithEvents(services: Services, request: F
 }
 
 /** The list view of an integration. */
-export function integrationView(row: typeof integrations.$inferSelect) {
+export function integrationView(row: IntegrationSummary) {
   return {
     id: row.id,
     name: row.name,

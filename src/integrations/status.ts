@@ -22,7 +22,7 @@ export interface StatusObject {
 }
 
 /** The status value as of `now`: a stored connected/warning token past its expiry reads as `expired`. */
-export function effectiveStatus(row: IntegrationRow, now = Date.now()): IntegrationStatus {
+export function effectiveStatus(row: Pick<IntegrationRow, 'status' | 'tokenExpiresAt'>, now = Date.now()): IntegrationStatus {
   const expired = row.tokenExpiresAt !== null && row.tokenExpiresAt.getTime() <= now;
   if (expired && (row.status === 'connected' || row.status === 'warning')) return 'expired';
   return row.status;

@@ -1,5 +1,5 @@
 import { and, asc, eq } from 'drizzle-orm';
-import { ulid } from 'ulidx';
+import { newId as ulid } from '../lib/ids.ts';
 import { type AuditActor, recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { memberships, organizations, users } from '../db/schema.ts';

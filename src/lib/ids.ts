@@ -1,0 +1,28 @@
+import { randomFillSync } from 'node:crypto';
+import { monotonicFactory, ulid } from 'ulidx';
+
+const pool = new Uint8Array(4096);
+let offset = pool.length;
+
+/**
+ * Crypto-random numbers in [0, 1) from a pooled buffer. ulidx's default asks the OS for
+ * one byte per character (16 calls per id); on hot paths that showed up at ~5 % of CPU.
+ */
+export function pooledRandom(): number {
+  if (offset >= pool.length) {
+    randomFillSync(pool);
+    offset = 0;
+  }
+  return (pool[offset++] as number) / 256;
+}
+
+/** A new ULID (26 characters, time-ordered). */
+export function newId(): string {
+  return ulid(undefined, pooledRandom);
+}
+
+/** ULIDs that keep increasing within one millisecond. */
+export function monotonicIds(): () => string {
+  const next = monotonicFactory(pooledRandom);
+  return () => next();
+}
