@@ -41,3 +41,19 @@ describe('readiness', () => {
     await other.fastify.close();
   });
 });
+
+describe('readiness checks', () => {
+  it('answers 503, not 500, when a readiness check itself fails', async () => {
+    const other = await createTestApp();
+    try {
+      other.app.readiness.checks.push(async () => {
+        throw new Error('relation "integration_secrets" does not exist');
+      });
+      const res = await other.fastify.inject({ url: '/readyz' });
+      expect(res.statusCode).toBe(503);
+      expect(res.json()).toEqual({ status: 'unavailable', reason: 'readiness check failed' });
+    } finally {
+      await other.close();
+    }
+  });
+});

@@ -38,7 +38,8 @@ async function notReadyReason(database: Database, readiness: Readiness): Promise
     return 'database unreachable';
   }
   for (const check of readiness.checks) {
-    const reason = await check();
+    // A check that fails (the database went away between the ping and the check) is "not ready", never a 500.
+    const reason = await withTimeout(check(), 2000).catch(() => 'readiness check failed');
     if (reason) return reason;
   }
   return null;
