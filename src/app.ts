@@ -60,7 +60,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     genReqId: (request) => requestIdFrom(request.headers['x-request-id']),
     bodyLimit: BODY_LIMIT,
     trustProxy: config.server.trustProxy.length > 0 ? config.server.trustProxy : false,
-    return503OnClosing: true,
+    return503OnClosing: false,
     routerOptions: { maxParamLength: 200 },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -82,6 +82,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     pollIntervalMs: config.events.pollInterval * 1000,
     logger,
     onDelivered: (lagMs) => metrics.delivered(lagMs),
+    backoff: { baseMs: config.events.retryBase * 1000, maxMs: config.events.retryMax * 1000 },
   });
   const passwords = new PasswordHasher({ cost: config.auth.passwordCost });
   void passwords.prepare();

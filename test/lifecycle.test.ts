@@ -110,6 +110,10 @@ describe('refresh', () => {
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ success: true, message: 'GitHub token refreshed', token: { accessToken: gh.tokensOf(c.login)[0]?.accessToken } });
     expect((await storedRow(c.id))?.token_version).toBe(versionBefore + 1);
+    const audit = await listAudit(t.database.db, c.account.organizationId, { first: 10 });
+    expect(audit.map((a) => a.action)).toContain('integration.refreshed');
+    const names = await queryRows<{ name: string }>(t.database.db, sql`SELECT name FROM integration_secrets WHERE integration_id = ${c.id} ORDER BY name`);
+    expect(names.map((n) => n.name)).toEqual(['github_access_token', 'github_expires_at', 'github_provider_email', 'github_provider_user_id', 'github_provider_username', 'github_refresh_token']);
     const lastCall = gh.requests.filter((r) => r.path === '/api/user').at(-1);
     expect(lastCall?.headers.authorization).toBe(`token ${res.json().token.accessToken}`);
   });

@@ -40,6 +40,8 @@ const ENV_SETTINGS: [env: string, path: string, kind: Kind][] = [
   ['OAUTH_REDIRECT_ORIGINS', 'oauth.redirectOrigins', 'list'],
   ['PROVIDER_TIMEOUT', 'oauth.providerTimeout', 'int'],
   ['EVENTS_POLL_INTERVAL', 'events.pollInterval', 'int'],
+  ['EVENTS_RETRY_BASE', 'events.retryBase', 'int'],
+  ['EVENTS_RETRY_MAX', 'events.retryMax', 'int'],
   ['GRAPHQL_INTROSPECTION', 'graphql.introspection', 'bool'],
   ['GRAPHQL_MAX_DEPTH', 'graphql.maxDepth', 'int'],
   ['GRAPHQL_MAX_COST', 'graphql.maxCost', 'int'],

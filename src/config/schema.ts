@@ -105,6 +105,8 @@ export const ConfigSchema = Type.Object(
       {
         webhooks: Type.Array(Webhook, { default: [] }),
         pollInterval: Seconds(5, 'seconds between outbox polls (commits also wake the dispatcher)'),
+        retryBase: Seconds(1, 'first retry delay of a failed delivery, seconds (doubles, with jitter)'),
+        retryMax: Seconds(600, 'longest retry delay, seconds'),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -55,7 +55,7 @@ export function requestIdFrom(header: string | string[] | undefined): string {
   return typeof header === 'string' && PRINTABLE_ID.test(header) ? header : ulid();
 }
 
-const ERROR_STATUSES = [400, 401, 403, 404, 409, 413, 415, 429, 500, 502] as const;
+const ERROR_STATUSES = [400, 401, 403, 404, 409, 413, 415, 429, 500, 502, 503] as const;
 
 /**
  * Installs the request pipeline on a Fastify instance, before any route is added:
@@ -64,6 +64,11 @@ const ERROR_STATUSES = [400, 401, 403, 404, 409, 413, 415, 429, 500, 502] as con
  */
 export function installPipeline(app: FastifyInstance, database: Db, slots: PipelineSlots, corsOrigins: readonly string[] = []): void {
   const cors = new Set(corsOrigins);
+  let closing = false;
+  // Requests that arrive while shutting down get the contract's error shape, with a request id.
+  app.addHook('preClose', () => {
+    closing = true;
+  });
   app.decorateRequest('ctx', null as unknown as RequestContext);
 
   app.addHook('onRoute', (route) => {
@@ -96,6 +101,10 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
     trace.push('mime');
     request.ctx = new RequestContext(request.id, request.log, database);
     request.ctx.trace.push(...trace, 'transaction');
+    if (closing) {
+      reply.header('connection', 'close');
+      throw new AppError('SERVICE_UNAVAILABLE', { message: 'The service is shutting down', headers: { 'retry-after': '1' } });
+    }
 
     const routeClass: RouteClass = request.routeOptions.config.auth ?? 'unauthenticated';
     if (routeClass === 'unauthenticated') return;

@@ -1,7 +1,7 @@
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
-import { type AuditActor, nextAuditId as auditId, recordAudit } from '../audit/audit.ts';
-import { type Db, queryRows } from '../db/client.ts';
+import { type AuditActor, nextAuditId as auditId } from '../audit/audit.ts';
+import { queryRows } from '../db/client.ts';
 import { integrationSecrets, integrations } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Services } from '../services.ts';
@@ -9,7 +9,7 @@ import { findIntegrationById, findIntegrationByProvider, type IntegrationRow } f
 import { providerFailure } from './provider-errors.ts';
 import type { ConfiguredProvider } from './providers/registry.ts';
 import { ProviderError, type TokenSet } from './providers/types.ts';
-import { decryptRows, readSecrets, replaceSecrets, type SecretValues } from './secrets.ts';
+import { decryptRows, readSecrets, type SecretValues, sealSecrets } from './secrets.ts';
 import { applyTransition, type Transition } from './status.ts';
 import { accessTokenExpiry, refreshTokenExpiry, tokenRequest } from './token-endpoint.ts';
 
@@ -330,25 +330,45 @@ export class TokenLifecycle {
       refresh_token: refreshToken,
       expires_at: tokenExpiresAt?.toISOString(),
     };
-    const row = await this.services.db.transaction(async (tx) => {
-      const [updated] = await tx
-        .update(integrations)
-        .set({
-          tokenVersion: sql`${integrations.tokenVersion} + 1`,
-          lastRefreshedAt: sql`now()`,
-          tokenExpiresAt,
-          ...(tokens.refreshToken ? { refreshTokenExpiresAt: refreshTokenExpiry(tokens, now) } : {}),
-          hasRefreshToken: refreshToken !== undefined,
-          ...(tokens.scopes.length > 0 ? { scopes: tokens.scopes } : {}),
-          updatedAt: sql`now()`,
-        })
-        .where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, id), eq(integrations.tokenVersion, current.row.tokenVersion)))
-        .returning();
-      if (!updated) return null;
-      await replaceSecrets(tx as Db, this.services.config.keyring, { organizationId, integrationId: id, provider: current.row.provider }, secrets);
-      await recordAudit(tx as Db, actor, { organizationId, action: 'integration.refreshed', targetType: 'integration', targetId: id, detail: { provider: current.row.provider } });
-      return updated;
-    });
+    const ref = { organizationId, integrationId: id, provider: current.row.provider };
+    const sealed = sealSecrets(this.services.config.keyring, ref, secrets);
+    const principal = actor.principal;
+    const refreshExpiresAt = tokens.refreshToken ? refreshTokenExpiry(tokens, now) : undefined;
+    // One statement — compare-and-set, replace the secrets, audit — so the window between the
+    // provider's answer and a durable copy of the rotated token is a single round trip.
+    const [stored] = await queryRows<RawIntegration>(
+      this.services.db,
+      sql`WITH upd AS (
+            UPDATE integrations SET
+              token_version = token_version + 1,
+              last_refreshed_at = now(),
+              token_expires_at = ${tokenExpiresAt ? tokenExpiresAt.toISOString() : null}::timestamptz,
+              refresh_token_expires_at = ${refreshExpiresAt === undefined ? sql`refresh_token_expires_at` : sql`${refreshExpiresAt ? refreshExpiresAt.toISOString() : null}::timestamptz`},
+              has_refresh_token = ${refreshToken !== undefined},
+              scopes = ${tokens.scopes.length > 0 ? sql`${sql.param(tokens.scopes)}::text[]` : sql`scopes`},
+              updated_at = now()
+            WHERE organization_id = ${organizationId} AND id = ${id} AND token_version = ${current.row.tokenVersion}
+            RETURNING *
+          ), del AS (
+            DELETE FROM integration_secrets
+            WHERE organization_id = ${organizationId} AND integration_id = ${id} AND EXISTS (SELECT 1 FROM upd)
+            RETURNING 1
+          ), ins AS (
+            INSERT INTO integration_secrets (organization_id, integration_id, name, key_id, envelope)
+            SELECT ${organizationId}, ${id}, s.name, s.key_id, s.envelope
+            FROM unnest(${sql.param(sealed.map((r) => r.name))}::text[], ${sql.param(sealed.map((r) => r.keyId))}::text[], ${sql.param(sealed.map((r) => r.envelope))}::text[]) AS s(name, key_id, envelope),
+                 (SELECT count(*) FROM del) AS deleted
+            WHERE EXISTS (SELECT 1 FROM upd)
+            RETURNING 1
+          ), audit AS (
+            INSERT INTO audit_logs (organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail)
+            SELECT organization_id, ${auditId()}, ${principal?.userId ?? actor.userId ?? null}, ${principal?.impersonatorId ?? null}, ${principal?.kind ?? null}, ${principal?.credentialId ?? null},
+                   'integration.refreshed', 'integration', id, ${actor.requestId}, ${JSON.stringify({ provider: current.row.provider })}::jsonb
+            FROM upd RETURNING 1
+          )
+          SELECT ${RAW_COLUMNS}, (SELECT count(*) FROM ins)::int AS secrets_written, (SELECT count(*) FROM audit)::int AS audited FROM upd AS i`,
+    );
+    const row = stored ? fromRaw(stored) : null;
     if (!row) {
       // Only possible if our lease lapsed mid-call and another instance stored first.
       this.services.logger.error({ integrationId: id, provider: current.row.provider }, 'refreshed token lost a compare-and-set; keeping the stored one');

@@ -29,12 +29,17 @@ export async function replaceSecrets(tx: Db, keyring: Keyring, ref: IntegrationR
   await tx
     .delete(integrationSecrets)
     .where(and(eq(integrationSecrets.organizationId, ref.organizationId), eq(integrationSecrets.integrationId, ref.integrationId)));
-  const rows = SECRET_KINDS.filter((kind) => values[kind] !== undefined && values[kind] !== '').map((kind) => {
+  const rows = sealSecrets(keyring, ref, values).map((row) => ({ organizationId: ref.organizationId, integrationId: ref.integrationId, ...row }));
+  if (rows.length > 0) await tx.insert(integrationSecrets).values(rows);
+}
+
+/** Encrypts the values present (absent or empty ones are not stored), each bound to its row. */
+export function sealSecrets(keyring: Keyring, ref: IntegrationRef, values: SecretValues): { name: string; keyId: string; envelope: string }[] {
+  return SECRET_KINDS.filter((kind) => values[kind] !== undefined && values[kind] !== '').map((kind) => {
     const name = secretName(ref.provider, kind);
     const sealed = seal(keyring, { organizationId: ref.organizationId, recordId: ref.integrationId, name }, values[kind] as string);
-    return { organizationId: ref.organizationId, integrationId: ref.integrationId, name, keyId: sealed.keyId, envelope: sealed.envelope };
+    return { name, keyId: sealed.keyId, envelope: sealed.envelope };
   });
-  if (rows.length > 0) await tx.insert(integrationSecrets).values(rows);
 }
 
 /** Reads and decrypts the integration's secrets; a row that fails to decrypt throws (a 500). */
