@@ -1,7 +1,7 @@
 import fastifyCookie from '@fastify/cookie';
 import fastifySwagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from './config/load.ts';
 import type { Database } from './db/client.ts';
@@ -28,6 +28,8 @@ import { StateCodec } from './integrations/state.ts';
 import { TokenLifecycle } from './integrations/lifecycle.ts';
 import { keyringReadiness } from './secrets/keyring-check.ts';
 import type { Services } from './services.ts';
+import { AppError, errorBody } from './http/errors.ts';
+import { unacceptableJson } from './http/json-limits.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -61,6 +63,16 @@ export async function buildApp(options: AppOptions): Promise<App> {
     bodyLimit: BODY_LIMIT,
     trustProxy: config.server.trustProxy.length > 0 ? config.server.trustProxy : false,
     return503OnClosing: false,
+    // Errors Fastify raises before routing (a malformed percent-encoding, an over-long
+    // parameter) bypass the error handler: answer them in the contract's shape too.
+    frameworkErrors: (error, request, reply) => {
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      const appError = new AppError(tooLong ? 'NOT_FOUND' : 'INVALID_INPUT', {
+        message: tooLong ? 'No such resource' : 'The URL is not valid',
+        ...(tooLong ? {} : { details: [{ path: 'url', message: 'malformed percent-encoding' }] }),
+      });
+      (reply as FastifyReply).header('x-request-id', request.id).code(appError.status).type('application/json; charset=utf-8').send(errorBody(appError, request.id));
+    },
     routerOptions: { maxParamLength: 200 },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -70,8 +82,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   // A body-less POST (logout) from a browser still says application/json: an empty body is no body.
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) done(null, undefined);
-    else parseJson(request, body as string, done);
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    parseJson(request, body as string, (error, value) => {
+      if (error) return done(error, undefined);
+      const problem = unacceptableJson(value);
+      if (problem) return done(new AppError('INVALID_INPUT', { message: `Request body ${problem}`, details: [{ path: 'body', message: problem }] }), undefined);
+      done(null, value);
+    });
   });
   await fastify.register(fastifyCookie);
 
@@ -135,8 +152,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const readiness: Readiness = { migrating: false, checks: [keyringReadiness(database.db, config.keyring)] };
   healthRoutes(fastify, database, readiness);
   metricsRoutes(fastify, metrics, config.server.metricsEnabled);
-  fastify.get('/api-docs', { config: { auth: 'unauthenticated' }, schema: { summary: 'This OpenAPI document', tags: ['meta'] } }, async () =>
-    fastify.swagger(),
+  fastify.get(
+    '/api-docs',
+    {
+      config: { auth: 'unauthenticated' },
+      schema: { summary: 'This OpenAPI document', tags: ['meta'], response: { 200: { type: 'object', additionalProperties: true, description: 'OpenAPI 3.1' } } },
+    },
+    async () =>
+    fastify.swagger() as unknown as Record<string, unknown>,
   );
   identityRoutes(fastify, services);
   connectRoutes(fastify, services);

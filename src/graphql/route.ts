@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { GraphQLError, NoSchemaIntrospectionCustomRule, type ValidationRule } from 'graphql';
+import { type DocumentNode, GraphQLError, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
 import { Type } from 'typebox';
 import { AppError } from '../http/errors.ts';
+import { ErrorResponse } from '../http/schemas.ts';
 import type { Services } from '../services.ts';
 import { costLimitRule } from './limits.ts';
 import { type GraphQLContext, graphqlSchema } from './schema.ts';
@@ -55,7 +56,10 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
 
   app.get(
     '/query',
-    { config: { auth: 'unauthenticated' }, schema: { summary: 'GraphQL is POST only', tags: ['graphql'], response: {} } },
+    {
+      config: { auth: 'unauthenticated' },
+      schema: { summary: 'GraphQL is POST only', tags: ['graphql'], response: { 405: { ...ErrorResponse, description: 'METHOD_NOT_ALLOWED' } } },
+    },
     async () => {
       throw new AppError('METHOD_NOT_ALLOWED', { message: 'GraphQL queries and mutations are sent with POST /query' });
     },
@@ -87,12 +91,15 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
       let failed = false;
       for (const operation of operations) {
         try {
+          // Only GraphQL text: mercurius would otherwise try the string as a JSON-encoded AST.
+          const document = parse(operation.query, { maxTokens: 20_000 });
+          rejectUnstorableStrings(document);
           const result = await app.graphql(operation.query, context as never, operation.variables ?? undefined, operation.operationName ?? undefined);
           if (result.errors?.length) failed = true;
           results.push(result as { data?: unknown; errors?: FormattedError[] });
         } catch (error) {
           // Documents that do not parse or validate (depth, cost, introspection): nothing ran.
-          const errors = (error as { errors?: GraphQLError[] }).errors;
+          const errors = error instanceof GraphQLError ? [error] : (error as { errors?: GraphQLError[] }).errors;
           if (!errors) throw error;
           failed = true;
           reply.code(400);
@@ -104,6 +111,17 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
       return batch ? results : results[0];
     },
   );
+}
+
+/** String literals PostgreSQL cannot store (NUL, unpaired surrogates) are input errors, not resolver failures. */
+function rejectUnstorableStrings(document: DocumentNode): void {
+  visit(document, {
+    StringValue(node) {
+      if (node.value.includes('\u0000') || !node.value.isWellFormed()) {
+        throw new GraphQLError('String values must not contain NUL characters or unpaired surrogates', { nodes: [node], extensions: { code: 'INVALID_INPUT' } });
+      }
+    },
+  });
 }
 
 /** GraphQL errors with `extensions.code` from the contract's table; nothing internal leaks. */

@@ -85,8 +85,10 @@ function asRole(role: string): Role {
 
 function parseDate(value: string | null | undefined, path: string): Date | null {
   if (value === null || value === undefined) return null;
-  const date = new Date(value);
-  if (Number.isNaN(date.getTime())) throw new AppError('INVALID_INPUT', { details: [{ path, message: 'must be an ISO 8601 date-time' }] });
+  const date = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/.test(value) ? new Date(value) : new Date(Number.NaN);
+  if (Number.isNaN(date.getTime()) || date.getUTCFullYear() > 9999) {
+    throw new AppError('INVALID_INPUT', { message: `${path} must be an ISO 8601 date-time`, details: [{ path, message: 'must be an ISO 8601 date-time such as 2030-01-31T00:00:00Z' }] });
+  }
   return date;
 }
 

@@ -73,7 +73,10 @@ export function proxyRoutes(app: FastifyInstance, services: Services): void {
       summary: "Call the provider's API with the stored token; the provider's status and body come back",
       tags: ['integrations'],
       params: Type.Object({ provider: Type.String({ maxLength: 64 }), '*': Type.String() }),
-      response: { 200: { description: "The provider's answer, passed through" } },
+      response: {
+        200: { description: "The provider's answer, passed through" },
+        '3xx': { description: "The provider's redirect, passed through (not followed; its Location is withheld)" },
+      },
     },
     handler: async (request, reply) => {
       const principal = request.ctx.principal;
@@ -86,7 +89,8 @@ export function proxyRoutes(app: FastifyInstance, services: Services): void {
 
       const rawUrl = request.raw.url ?? '';
       const queryAt = rawUrl.indexOf('?');
-      const rawPath = (queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).slice(`/v1/integrations/${providerId}/proxy/`.length);
+      // From the raw URL, by segment: '', 'v1', 'integrations', <provider, maybe encoded>, 'proxy', …path.
+      const rawPath = (queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).split('/').slice(5).join('/');
       const path = proxyPath(rawPath);
       const query = queryAt === -1 ? '' : rawUrl.slice(queryAt);
 
