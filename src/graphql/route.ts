@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { type DocumentNode, GraphQLError, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
 import { Type } from 'typebox';
@@ -48,9 +48,12 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
     graphiql: false,
     queryDepth: config.graphql.maxDepth,
     validationRules: rules,
-    errorFormatter: (execution) => ({
+    errorFormatter: (execution, context) => ({
       statusCode: 200,
-      response: { data: execution.data ?? null, errors: (execution.errors ?? []).map((error) => formatError(error, services)) as unknown as GraphQLError[] },
+      response: {
+        data: execution.data ?? null,
+        errors: (execution.errors ?? []).map((error) => formatError(error, (context as unknown as Partial<GraphQLContext>).request?.log ?? services.logger)) as unknown as GraphQLError[],
+      },
     }),
   });
 
@@ -103,7 +106,7 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
           if (!errors) throw error;
           failed = true;
           reply.code(400);
-          results.push({ errors: errors.map((e) => formatError(e, services)) });
+          results.push({ errors: errors.map((e) => formatError(e, request.log)) });
         }
       }
       // Mutations of one request commit together or not at all.
@@ -125,7 +128,7 @@ function rejectUnstorableStrings(document: DocumentNode): void {
 }
 
 /** GraphQL errors with `extensions.code` from the contract's table; nothing internal leaks. */
-function formatError(error: GraphQLError, services: Services): FormattedError {
+function formatError(error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>): FormattedError {
   const base = {
     ...(error.locations ? { locations: error.locations } : {}),
     ...(error.path ? { path: error.path } : {}),
@@ -136,6 +139,7 @@ function formatError(error: GraphQLError, services: Services): FormattedError {
     const code = typeof error.extensions?.code === 'string' && /^[A-Z_]+$/.test(error.extensions.code) ? error.extensions.code : 'INVALID_INPUT';
     return { message: error.message, ...base, extensions: { code } };
   }
-  services.logger.error({ err: original, path: error.path }, 'GraphQL resolver failed');
+  // The request's logger: the line carries the request id.
+  log.error({ err: original, path: error.path }, 'GraphQL resolver failed');
   return { message: 'Internal server error', ...base, extensions: { code: 'INTERNAL' } };
 }

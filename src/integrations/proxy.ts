@@ -76,6 +76,7 @@ export function proxyRoutes(app: FastifyInstance, services: Services): void {
       response: {
         200: { description: "The provider's answer, passed through" },
         '3xx': { description: "The provider's redirect, passed through (not followed; its Location is withheld)" },
+        default: { description: "Any other status the provider answered with, passed through with its body" },
       },
     },
     handler: async (request, reply) => {
