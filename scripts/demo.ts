@@ -15,7 +15,7 @@ import type { Database } from '../src/db/client.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { openDatabase } from '../src/server.ts';
 import { webRoutes } from '../src/web/routes.ts';
-import type { FakeProvider } from '../test/fakes/common.ts';
+import { type FakeProvider, providerEnv } from '../test/fakes/common.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
 import { startFakeSlack } from '../test/fakes/slack.ts';
 
@@ -56,17 +56,6 @@ async function choosePort(): Promise<number> {
   return (await portTaken(8080)) ? freePort() : 8080;
 }
 
-/** Points Tessera's provider at a fake (the same variables a real deployment sets). */
-function providerEnv(fake: FakeProvider): Record<string, string> {
-  const prefix = `INTEGRATION_OAUTH_${fake.id.toUpperCase()}`;
-  return {
-    [`${prefix}_CLIENT_ID`]: fake.clientId,
-    [`${prefix}_CLIENT_SECRET`]: fake.clientSecret,
-    [`${prefix}_AUTH_URL`]: fake.authUrl,
-    [`${prefix}_TOKEN_URL`]: fake.tokenUrl,
-    [`${prefix}_API_URL`]: fake.apiUrl,
-  };
-}
 
 async function main(): Promise<void> {
   const cleanups: (() => Promise<void> | void)[] = [];

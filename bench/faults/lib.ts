@@ -6,29 +6,21 @@
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { FakeProvider } from '../../test/fakes/common.ts';
+export { providerEnv } from '../../test/fakes/common.ts';
+import { freePort } from '../../test/helpers/process.ts';
+
+export { freePort };
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const run = promisify(execFile);
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** A free loopback port. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 // ---------------------------------------------------------------------------
 // PostgreSQL: a throwaway cluster of our own (never the shared dev server).
@@ -203,17 +195,6 @@ export function baseEnv(extra: Record<string, string> = {}): Record<string, stri
   };
 }
 
-/** Env that points Tessera's provider at a fake. */
-export function providerEnv(fake: FakeProvider): Record<string, string> {
-  const prefix = `INTEGRATION_OAUTH_${fake.id.toUpperCase()}`;
-  return {
-    [`${prefix}_CLIENT_ID`]: fake.clientId,
-    [`${prefix}_CLIENT_SECRET`]: fake.clientSecret,
-    [`${prefix}_AUTH_URL`]: fake.authUrl,
-    [`${prefix}_TOKEN_URL`]: fake.tokenUrl,
-    [`${prefix}_API_URL`]: fake.apiUrl,
-  };
-}
 
 // ---------------------------------------------------------------------------
 // HTTP.

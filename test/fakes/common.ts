@@ -545,3 +545,15 @@ export async function startFakeProvider<U extends FakeUser>(
     },
   };
 }
+
+/** Env that points Tessera's provider at a fake (the same variables a real deployment sets). */
+export function providerEnv(fake: FakeProvider): Record<string, string> {
+  const prefix = `INTEGRATION_OAUTH_${fake.id.toUpperCase()}`;
+  return {
+    [`${prefix}_CLIENT_ID`]: fake.clientId,
+    [`${prefix}_CLIENT_SECRET`]: fake.clientSecret,
+    [`${prefix}_AUTH_URL`]: fake.authUrl,
+    [`${prefix}_TOKEN_URL`]: fake.tokenUrl,
+    [`${prefix}_API_URL`]: fake.apiUrl,
+  };
+}

@@ -1,21 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { expect } from 'vitest';
-import type { FakeProvider } from '../fakes/common.ts';
+import { type FakeProvider, providerEnv } from '../fakes/common.ts';
+
+export { providerEnv };
 import { bearer } from './identity.ts';
 
 export const REDIRECT_URI = 'http://127.0.0.1:8080/app/integrations';
 
-/** Env that points Tessera's provider at a fake. */
-export function providerEnv(fake: FakeProvider): Record<string, string> {
-  const prefix = `INTEGRATION_OAUTH_${fake.id.toUpperCase()}`;
-  return {
-    [`${prefix}_CLIENT_ID`]: fake.clientId,
-    [`${prefix}_CLIENT_SECRET`]: fake.clientSecret,
-    [`${prefix}_AUTH_URL`]: fake.authUrl,
-    [`${prefix}_TOKEN_URL`]: fake.tokenUrl,
-    [`${prefix}_API_URL`]: fake.apiUrl,
-  };
-}
 
 export interface Started {
   authUrl: string;
