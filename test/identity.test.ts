@@ -408,6 +408,26 @@ describe('rate limiting', () => {
     }
   });
 
+  it('counts a credential once across routes, whether the route checks it itself or not', async () => {
+    const limited = await createTestApp({ env: { RATE_LIMIT_MAX: '4', RATE_LIMIT_WINDOW: '60' } });
+    try {
+      const account = await registerAndLogin(limited.fastify, 'bucket');
+      const sid = JSON.parse(Buffer.from(account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+      const principal: Principal = { kind: 'jwt', userId: account.userId, organizationId: account.organizationId, role: 'owner', credentialId: sid, systemAdmin: false, viaCookie: false };
+      const api = await createApiToken({ db: limited.database.db, actor: { principal, requestId: null } }, { name: 'bucket' });
+      for (const token of [account.token, api.token]) {
+        const statuses: number[] = [];
+        // The token read defers its credential check to its own statement; the listing does not. One bucket, from any address.
+        for (const [i, url] of ['/v1/integrations/github/token', '/v1/integrations', '/v1/integrations/github/token', '/v1/integrations', '/v1/integrations/github/token'].entries()) {
+          statuses.push((await limited.fastify.inject({ method: 'GET', url, headers: bearer(token), remoteAddress: `10.1.0.${i + 1}` })).statusCode);
+        }
+        expect(statuses).toEqual([404, 200, 404, 200, 429]);
+      }
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('is off with RATE_LIMIT_MAX=0', async () => {
     const open = await createTestApp({ env: { RATE_LIMIT_MAX: '0' } });
     try {

@@ -81,12 +81,60 @@ describe('token reads', () => {
     const member = await registerAndLogin(t.fastify, 'plain-member');
     await addMember({ db: t.database.db, actor: { principal, requestId: null } }, c.account.organizationId, member.email, 'member');
     const memberToken = (await post(member.token, '/v1/account/switch', { organizationId: c.account.organizationId })).json().accessToken;
-    expect((await get(memberToken, '/v1/integrations/github/token')).statusCode).toBe(403);
+    const readsBefore = await listAudit(t.database.db, c.account.organizationId, { first: 50 });
+    expect((await get(memberToken, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'FORBIDDEN', error: 'This needs the admin role or higher in the organization' });
+    // Refused in the same statement that would have read it: no token_read entry for the member.
+    expect(await listAudit(t.database.db, c.account.organizationId, { first: 50 })).toEqual(readsBefore);
     expect((await get(memberToken, '/v1/integrations/github/status')).statusCode).toBe(200);
     expect((await get(memberToken, '/v1/integrations')).json().integrations).toHaveLength(1);
 
     const viaCookie = await t.fastify.inject({ method: 'GET', url: '/v1/integrations/github/token', headers: { cookie: `session=${c.account.cookies.session}` } });
     expect(viaCookie.statusCode).toBe(401);
+  });
+
+  it('checks the credential in the statement that reads the token: ended sessions, revoked tokens, removed members', async () => {
+    const c = await connected();
+    const org = c.account.organizationId;
+    const sid = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+    const principal = { kind: 'jwt' as const, userId: c.account.userId, organizationId: org, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
+    const reads = async () => (await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM audit_logs WHERE organization_id = ${org} AND action = 'integration.token_read'`))[0]?.n;
+
+    // API token: audited with its own id, its use recorded; revoked or expired, 401 and no read.
+    const api = await createApiToken({ db: t.database.db, actor: { principal, requestId: null } }, { name: 'svc' });
+    const viaApi = await get(api.token, '/v1/integrations/github/token', { 'x-request-id': 'api-read-1' });
+    expect(viaApi.statusCode, viaApi.body).toBe(200);
+    const [apiAudit] = await queryRows<{ credential_kind: string; credential_id: string; actor_user_id: string | null; target_id: string }>(
+      t.database.db,
+      sql`SELECT credential_kind, credential_id, actor_user_id, target_id FROM audit_logs WHERE organization_id = ${org} AND request_id = 'api-read-1'`,
+    );
+    expect(apiAudit).toEqual({ credential_kind: 'api_token', credential_id: api.id, actor_user_id: null, target_id: c.id });
+    const [used] = await queryRows<{ last_used_at: unknown }>(t.database.db, sql`SELECT last_used_at FROM api_tokens WHERE id = ${api.id}`);
+    expect(used?.last_used_at).not.toBeNull();
+    // Naming the token's own organization takes the usual path, with the same answer; another organization is refused.
+    expect((await get(api.token, '/v1/integrations/github/token', { 'x-organization-id': org })).statusCode).toBe(200);
+    expect((await get(api.token, '/v1/integrations/github/token', { 'x-organization-id': 'other-org' })).statusCode).toBe(403);
+    const before = await reads();
+    await t.database.db.execute(sql`UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = ${api.id}`);
+    expect((await get(api.token, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'UNAUTHENTICATED' });
+    expect((await get(`${api.token}x`, '/v1/integrations/github/token')).statusCode).toBe(401);
+
+    // A member removed from the organization: 403 at once, no read.
+    const admin = await registerAndLogin(t.fastify, 'soon-removed');
+    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, org, admin.email, 'admin');
+    const adminToken = (await post(admin.token, '/v1/account/switch', { organizationId: org })).json().accessToken;
+    expect((await get(adminToken, '/v1/integrations/github/token')).statusCode).toBe(200);
+    const afterAdmin = await reads();
+    expect(afterAdmin).toBe((before ?? 0) + 1);
+    await t.database.db.execute(sql`DELETE FROM memberships WHERE organization_id = ${org} AND user_id = ${admin.userId}`);
+    expect((await get(adminToken, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'FORBIDDEN', error: 'You are no longer a member of this organization' });
+
+    // A session signed out: 401; a forged signature never reaches the database.
+    expect((await post(c.account.token, '/v1/logout')).statusCode).toBe(200);
+    expect((await get(c.account.token, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'UNAUTHENTICATED' });
+    expect((await get(`${c.account.token.slice(0, -2)}xx`, '/v1/integrations/github/token')).statusCode).toBe(401);
+    // Unknown providers answer 404 only to a caller who passed every check.
+    expect((await get(c.account.token, '/v1/integrations/gitlab/token')).statusCode).toBe(401);
+    expect(await reads()).toBe(afterAdmin);
   });
 
   it('refreshes first when the token expires within 5 minutes', async () => {

@@ -1,9 +1,10 @@
+import { createHash } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PGlite } from '@electric-sql/pglite';
 import { type SQL, sql } from 'drizzle-orm';
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -165,6 +166,23 @@ function isAlive(pid: number): boolean {
 /** Runs raw SQL and returns its rows, the same shape on both backends. */
 export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
   const result = (await db.execute(query)) as unknown as { rows: T[] };
+  return result.rows;
+}
+
+const dialect = new PgDialect();
+
+/**
+ * `queryRows` for the hot paths (authentication, token reads): on PostgreSQL the
+ * statement is prepared once per connection, named after its text, so the server
+ * parses it once and reuses its plan — planning was most of the database's time on a
+ * token read. Only for statements whose text does not vary with the data (a bounded
+ * set of names per connection). PGlite runs it as `queryRows` does.
+ */
+export async function queryPrepared<T>(db: Db, query: SQL): Promise<T[]> {
+  const built = dialect.sqlToQuery(query);
+  const name = `t_${createHash('sha1').update(built.sql).digest('base64url')}`;
+  const prepared = db._.session.prepareQuery(built, undefined, name, false);
+  const result = (await prepared.execute()) as unknown as { rows: T[] };
   return result.rows;
 }
 

@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import type { BaseLogger } from 'pino';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import { type WebhookSettings, webhookId, webhookIds } from './outbox.ts';
@@ -48,7 +48,7 @@ interface Claimed {
 
 interface Webhook {
   url: string;
-  key: Buffer;
+  key: KeyObject;
 }
 
 type Outcome = { delivered: true } | { delivered: false; error: string };
@@ -220,8 +220,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 }
 
 /** The HMAC key: the base64 after `whsec_`, per Standard Webhooks. */
-function signingKey(secret: string): Buffer {
-  return Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
+function signingKey(secret: string): KeyObject {
+  return createSecretKey(Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64'));
 }
 
 /** A short, body-free description: fetch errors can carry URLs with credentials and provider text. */

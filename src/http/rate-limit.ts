@@ -37,8 +37,8 @@ export async function createRateLimiter(app: FastifyInstance, options: { max: nu
     return limit;
   };
   const byCredential = await limiter((request) => {
-    const principal = request.ctx?.principal;
-    return principal ? `cred:${principal.kind}:${principal.credentialId}` : `ip:${request.ip}`;
+    const key = request.ctx?.credentialKey;
+    return key ? `cred:${key}` : `ip:${request.ip}`;
   });
   const byEmail = await limiter((request) => {
     const email = (request.body as { email?: unknown } | undefined)?.email;

@@ -1,7 +1,8 @@
 import type {} from '@fastify/cookie';
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../config/load.ts';
-import { type Db, queryRows, sql } from '../db/client.ts';
+import type { SQL } from 'drizzle-orm';
+import { type Db, queryPrepared, queryRows, sql } from '../db/client.ts';
 import { recordAudit } from '../audit/audit.ts';
 import type { Principal, Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
@@ -17,8 +18,32 @@ declare module '../http/context.ts' {
   interface RequestContext {
     /** Set by the system-admin step: the effective caller is a system administrator. */
     systemAdmin?: boolean;
+    /**
+     * Set instead of `principal` on routes with `deferCredentialCheck`: the credential
+     * passed every check that needs no database, and the route checks the rest in its
+     * own statement (`callerCheck`, then `principalFromCaller`).
+     */
+    deferredCredential?: DeferredCredential;
+    /** What the rate limiter counts against: the session, or the API token's hash. */
+    credentialKey?: string;
   }
 }
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route folds the session/API-token check into its own statement, saving a round
+     * trip on a hot path. Only header credentials without X-Organization-ID or
+     * X-Impersonate-User are deferred; anything else takes the usual path.
+     */
+    deferCredentialCheck?: boolean;
+  }
+}
+
+/** A credential whose database check the route runs itself. */
+export type DeferredCredential =
+  | { kind: 'jwt'; sessionId: string; userId: string; organizationId: string }
+  | { kind: 'api_token'; hash: string };
 
 export interface IdentityDeps {
   config: Config;
@@ -37,7 +62,14 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       if (header !== undefined) request.ctx.impersonateUserId = typeof header === 'string' ? header : '';
     },
     authentication: async (request) => {
+      const deferred = request.routeOptions.config.deferCredentialCheck ? deferrable(deps, request) : null;
+      if (deferred) {
+        request.ctx.deferredCredential = deferred;
+        request.ctx.credentialKey = deferred.kind === 'jwt' ? `jwt:${deferred.sessionId}` : `api_token:${deferred.hash}`;
+        return;
+      }
       let principal = await authenticate(deps, request);
+      request.ctx.credentialKey = principal.kind === 'api_token' ? `api_token:${hashToken(bearerToken(request) ?? '')}` : `${principal.kind}:${principal.credentialId}`;
       if (request.ctx.impersonateUserId !== null) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
       request.ctx.principal = principal;
     },
@@ -76,7 +108,7 @@ interface SessionRow {
 export async function principalFromSessionToken(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, token: string, viaCookie: boolean): Promise<Principal> {
   const claims = deps.sessionTokens.verify(token);
   if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
-  const [row] = await queryRows<SessionRow>(
+  const [row] = await queryPrepared<SessionRow>(
     deps.db,
     sql`SELECT u.id AS user_id, u.system_admin, (s.revoked_at IS NULL AND s.expires_at > now()) AS active, m.role
         FROM sessions s
@@ -126,13 +158,89 @@ export async function authenticateOptional(deps: Pick<IdentityDeps, 'db' | 'sess
   }
 }
 
-async function authenticate(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, request: FastifyRequest): Promise<Principal> {
+/** The bearer token of the Authorization header; null without one, 401 when malformed. */
+function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
+  if (header === undefined) return null;
+  const match = /^Bearer +([^\s]+) *$/i.exec(header);
+  if (!match?.[1]) throw new AppError('UNAUTHENTICATED', { message: 'Authorization must be "Bearer <token>"' });
+  return match[1];
+}
+
+/**
+ * The credential's database-free part, for a route that checks the rest itself: a
+ * session JWT's signature and claims, or an API token's hash. Null (take the usual path)
+ * for cookies, PATs, and requests naming an organization or a user to impersonate.
+ */
+function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyRequest): DeferredCredential | null {
+  if (request.headers['x-organization-id'] !== undefined || request.ctx.impersonateUserId !== null) return null;
+  const token = bearerToken(request);
+  if (token === null || token.startsWith(PAT_PREFIX)) return null;
+  if (token.startsWith(API_TOKEN_PREFIX)) return { kind: 'api_token', hash: hashToken(token) };
+  const claims = deps.sessionTokens.verify(token);
+  if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
+  return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };
+}
+
+/**
+ * The deferred credential's check as CTEs, the first named `caller` with the columns
+ * caller_active, caller_role, caller_user_id, caller_system_admin, caller_organization_id
+ * and caller_credential_id — no row when the session or token does not exist. An API
+ * token's use is recorded as on the usual path.
+ */
+export function callerCheck(credential: DeferredCredential): SQL {
+  if (credential.kind === 'jwt') {
+    return sql`caller AS (
+          SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
+                 u.system_admin AS caller_system_admin, ${credential.organizationId}::text AS caller_organization_id, s.id AS caller_credential_id
+          FROM sessions s
+          JOIN users u ON u.id = s.user_id
+          LEFT JOIN memberships m ON m.organization_id = ${credential.organizationId} AND m.user_id = s.user_id
+          WHERE s.id = ${credential.sessionId} AND s.user_id = ${credential.userId})`;
+  }
+  return sql`caller AS (
+          SELECT (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS caller_active, 'admin'::text AS caller_role,
+                 NULL::text AS caller_user_id, false AS caller_system_admin, organization_id AS caller_organization_id, id AS caller_credential_id
+          FROM api_tokens WHERE token_hash = ${credential.hash}
+        ), touch AS (
+          UPDATE api_tokens SET last_used_at = now()
+          WHERE token_hash = ${credential.hash} AND revoked_at IS NULL
+            AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+          RETURNING 1
+        )`;
+}
+
+/** The `caller` CTE's columns as a statement returns them. */
+export interface CallerColumns {
+  caller_active: boolean | null;
+  caller_role: Role | null;
+  caller_user_id: string | null;
+  caller_system_admin: boolean | null;
+  caller_organization_id: string | null;
+  caller_credential_id: string | null;
+}
+
+/** The principal a `callerCheck` row establishes, with the usual path's 401 and 403. */
+export function principalFromCaller(credential: DeferredCredential, row: CallerColumns | undefined): Principal {
+  if (!row?.caller_active || !row.caller_organization_id || !row.caller_credential_id) {
+    throw new AppError('UNAUTHENTICATED', { message: credential.kind === 'jwt' ? 'The session has ended; sign in again' : 'Invalid, expired or revoked token' });
+  }
+  if (!row.caller_role) throw new AppError('FORBIDDEN', { message: 'You are no longer a member of this organization' });
+  return {
+    kind: credential.kind,
+    userId: row.caller_user_id,
+    organizationId: row.caller_organization_id,
+    role: row.caller_role,
+    credentialId: row.caller_credential_id,
+    systemAdmin: row.caller_system_admin === true,
+    viaCookie: false,
+  };
+}
+
+async function authenticate(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, request: FastifyRequest): Promise<Principal> {
+  const token = bearerToken(request);
   // An Authorization header, even an invalid one, never falls back to the cookie.
-  if (header !== undefined) {
-    const match = /^Bearer +([^\s]+) *$/i.exec(header);
-    if (!match?.[1]) throw new AppError('UNAUTHENTICATED', { message: 'Authorization must be "Bearer <token>"' });
-    const token = match[1];
+  if (token !== null) {
     if (token.startsWith(PAT_PREFIX)) return personalAccessToken(deps.db, request, token);
     if (token.startsWith(API_TOKEN_PREFIX)) return apiToken(deps.db, request, token);
     const principal = await principalFromSessionToken(deps, token, false);
@@ -149,7 +257,7 @@ async function authenticate(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, re
 async function personalAccessToken(db: Db, request: FastifyRequest, token: string): Promise<Principal> {
   const wanted = organizationHeader(request);
   const hash = hashToken(token);
-  const [row] = await queryRows<PatRow>(
+  const [row] = await queryPrepared<PatRow>(
     db,
     sql`WITH t AS (
           SELECT p.id, p.user_id, p.organization_ids, u.system_admin,
@@ -184,7 +292,7 @@ async function personalAccessToken(db: Db, request: FastifyRequest, token: strin
 
 async function apiToken(db: Db, request: FastifyRequest, token: string): Promise<Principal> {
   const hash = hashToken(token);
-  const [row] = await queryRows<ApiTokenRow>(
+  const [row] = await queryPrepared<ApiTokenRow>(
     db,
     sql`WITH t AS (
           SELECT organization_id, id, (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS active

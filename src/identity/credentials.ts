@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createSigner, createVerifier } from 'fast-jwt';
 import type { JwtKey } from '../config/load.ts';
 
@@ -36,7 +36,7 @@ type Verify = (token: string) => SessionClaims;
 export class SessionTokens {
   private readonly sign: (payload: Record<string, unknown>) => string;
   private readonly verifiers: Map<string, Verify>;
-  private readonly csrfKeys: Buffer[];
+  private readonly csrfKeys: KeyObject[];
 
   constructor(keys: JwtKey[]) {
     const [first] = keys;
@@ -56,7 +56,7 @@ export class SessionTokens {
         }) as Verify,
       ]),
     );
-    this.csrfKeys = keys.map((key) => createHmac('sha256', key.secret).update('tessera csrf v1').digest());
+    this.csrfKeys = keys.map((key) => createSecretKey(createHmac('sha256', key.secret).update('tessera csrf v1').digest()));
   }
 
   /** Signs a token for `claims`; `exp` is the session's expiry (seconds). */
@@ -86,7 +86,7 @@ export class SessionTokens {
 
   /** The CSRF token bound to a session (or to an anonymous nonce). */
   csrfFor(binding: string): string {
-    return createHmac('sha256', this.csrfKeys[0] as Buffer).update(binding).digest('base64url');
+    return createHmac('sha256', this.csrfKeys[0] as KeyObject).update(binding).digest('base64url');
   }
 
   /** Whether `token` is the CSRF token of `binding` under any configured key. */

@@ -1,7 +1,9 @@
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import { type AuditActor, nextAuditId as auditId } from '../audit/audit.ts';
-import { queryRows } from '../db/client.ts';
+import type { Principal, Role } from '../http/context.ts';
+import { type CallerColumns, callerCheck, type DeferredCredential, principalFromCaller } from '../identity/authenticate.ts';
+import { queryPrepared, queryRows } from '../db/client.ts';
 import { integrationSecrets, integrations } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Services } from '../services.ts';
@@ -72,6 +74,11 @@ const RAW_COLUMNS = sql.join(
   sql`, `,
 );
 
+/** A `loadForUse` row: the integration with its access token's envelope. */
+type UseRow = RawIntegration & { key_id: string | null; envelope: string | null };
+
+const accessTokenName = (providerId: string) => `${providerId}_access_token`;
+
 const date = (value: number | null): Date | null => (value === null ? null : new Date(value));
 
 function fromRaw(raw: RawIntegration): IntegrationRow {
@@ -135,7 +142,6 @@ export class TokenLifecycle {
   async loadForUse(organizationId: string, providerId: string, audit?: { actor: AuditActor; action: string }): Promise<Current> {
     const provider = this.services.providers.get(providerId);
     if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
-    const secretName = `${providerId}_access_token`;
     const principal = audit?.actor.principal ?? null;
     const auditInsert = audit
       ? sql`, audit AS (
@@ -144,18 +150,61 @@ export class TokenLifecycle {
                  ${audit.action}, 'integration', id, ${audit.actor.requestId}, ${JSON.stringify({ provider: providerId })}::jsonb
           FROM i RETURNING 1)`
       : sql``;
-    const [found] = await queryRows<RawIntegration & { key_id: string | null; envelope: string | null }>(
+    const [found] = await queryPrepared<UseRow>(
       this.services.db,
       sql`WITH i AS (SELECT * FROM integrations WHERE organization_id = ${organizationId} AND provider = ${providerId})${auditInsert}
           SELECT ${RAW_COLUMNS}, s.key_id, s.envelope
           FROM i LEFT JOIN integration_secrets s
-            ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${secretName}`,
+            ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${accessTokenName(providerId)}`,
     );
     if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
+    return this.fromUseRow(found, provider);
+  }
+
+  /**
+   * `loadForUse` for a route that defers the credential check (`deferCredentialCheck`):
+   * the same statement also checks the session or API token, and reads the integration
+   * and writes the audit row only when the caller holds one of `roles` — one round trip
+   * for the whole request. Throws the usual 401/403; `current` is null when the
+   * organization has no such integration (the route decides the 404 after its own checks).
+   */
+  async loadForUseAs(
+    credential: DeferredCredential,
+    providerId: string,
+    roles: readonly Role[],
+    audit: { action: string; requestId: string },
+  ): Promise<{ principal: Principal; current: Current | null }> {
+    const allowed = sql.join(
+      roles.map((role) => sql`${role}`),
+      sql`, `,
+    );
+    const [found] = await queryPrepared<Partial<UseRow> & CallerColumns>(
+      this.services.db,
+      sql`WITH ${callerCheck(credential)},
+          i AS (
+            SELECT * FROM integrations
+            WHERE organization_id = (SELECT caller_organization_id FROM caller WHERE caller_active AND caller_role IN (${allowed})) AND provider = ${providerId}
+          ), audit AS (
+            INSERT INTO audit_logs (organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail)
+            SELECT i.organization_id, ${auditId()}, c.caller_user_id, NULL, ${credential.kind}, c.caller_credential_id,
+                   ${audit.action}, 'integration', i.id, ${audit.requestId}, ${JSON.stringify({ provider: providerId })}::jsonb
+            FROM i CROSS JOIN caller c RETURNING 1)
+          SELECT c.*, ${RAW_COLUMNS}, s.key_id, s.envelope
+          FROM caller c LEFT JOIN i ON true LEFT JOIN integration_secrets s
+            ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${accessTokenName(providerId)}`,
+    );
+    const principal = principalFromCaller(credential, found);
+    const provider = this.services.providers.get(providerId);
+    const current = found?.id && provider ? this.fromUseRow(found as UseRow, provider) : null;
+    return { principal, current };
+  }
+
+  private fromUseRow(found: UseRow, provider: ConfiguredProvider): Current {
     const row = fromRaw(found);
+    const name = accessTokenName(provider.id);
     const secrets: SecretValues =
       found.key_id && found.envelope
-        ? decryptRows(this.services.config.keyring, { organizationId, integrationId: row.id, provider: providerId }, [{ name: secretName, keyId: found.key_id, envelope: found.envelope }])
+        ? decryptRows(this.services.config.keyring, { organizationId: row.organizationId, integrationId: row.id, provider: provider.id }, [{ name, keyId: found.key_id, envelope: found.envelope }])
         : {};
     return { row, provider, secrets };
   }

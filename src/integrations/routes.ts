@@ -65,6 +65,9 @@ export function requireTokenReader(principal: Principal | null): Principal {
   return requireRole(principal, principal.organizationId, 'admin');
 }
 
+/** The roles `requireTokenReader` accepts (API tokens act as admin). */
+const TOKEN_READER_ROLES = ['owner', 'admin'] as const;
+
 function actorOf(request: FastifyRequest): AuditActor {
   return { principal: request.ctx.principal, requestId: request.id };
 }
@@ -102,7 +105,7 @@ export function integrationRoutes(app: FastifyInstance, services: Services): voi
   app.get(
     '/v1/integrations/:provider/token',
     {
-      config: { auth: 'authenticated', noStore: true },
+      config: { auth: 'authenticated', noStore: true, deferCredentialCheck: true },
       schema: {
         summary: "The organization's access token for the provider (refreshed first when about to expire)",
         tags: ['integrations'],
@@ -111,13 +114,24 @@ export function integrationRoutes(app: FastifyInstance, services: Services): voi
       },
     },
     async (request) => {
-      const principal = requireTokenReader(request.ctx.principal);
-      const { provider } = memberCall(request);
-      const actor = actorOf(request);
-      // One statement reads the token and writes the audit row (without the token).
-      const loaded = await lifecycle.loadForUse(principal.organizationId, provider, { actor, action: 'integration.token_read' });
-      const current = await lifecycle.usable(loaded, actor);
-      return { success: true as const, provider, token: tokenBody(current) };
+      const deferred = request.ctx.deferredCredential;
+      let loaded: Current;
+      if (deferred) {
+        // One statement checks the credential, reads the token and writes the audit row (without the token).
+        const { provider } = request.params as { provider: string };
+        const use = await lifecycle.loadForUseAs(deferred, provider, TOKEN_READER_ROLES, { action: 'integration.token_read', requestId: request.id });
+        request.ctx.principal = use.principal;
+        requireTokenReader(use.principal);
+        if (!PROVIDER_ID.test(provider) || !use.current) throw new AppError('INTEGRATION_NOT_FOUND');
+        loaded = use.current;
+      } else {
+        const principal = requireTokenReader(request.ctx.principal);
+        const { provider } = memberCall(request);
+        // One statement reads the token and writes the audit row (without the token).
+        loaded = await lifecycle.loadForUse(principal.organizationId, provider, { actor: actorOf(request), action: 'integration.token_read' });
+      }
+      const current = await lifecycle.usable(loaded, actorOf(request));
+      return { success: true as const, provider: loaded.provider.id, token: tokenBody(current) };
     },
   );
 

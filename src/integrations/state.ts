@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, eq, lt } from 'drizzle-orm';
 import type { Keyring } from '../config/load.ts';
 import type { Db } from '../db/client.ts';
@@ -24,19 +24,19 @@ export interface StatePayload {
  * key rotation does not break flows in progress.
  */
 export class StateCodec {
-  private readonly keys: Buffer[];
+  private readonly keys: KeyObject[];
 
   constructor(keyring: Keyring) {
     const active = keyring.keys.get(keyring.activeId) as Buffer;
     const others = [...keyring.keys.entries()].filter(([id]) => id !== keyring.activeId).map(([, key]) => key);
-    this.keys = [active, ...others].map((key) => deriveKey(key, 'oauth state'));
+    this.keys = [active, ...others].map((key) => createSecretKey(deriveKey(key, 'oauth state')));
   }
 
   /** A new state for the organization and provider. */
   create(organizationId: string, provider: string, now = Date.now()): { state: string; payload: StatePayload } {
     const payload = { organizationId, provider, nonce: randomBytes(NONCE_BYTES), issuedAt: Math.floor(now / 1000) };
     const body = encodeBody(payload);
-    const mac = createHmac('sha256', this.keys[0] as Buffer).update(body).digest();
+    const mac = createHmac('sha256', this.keys[0] as KeyObject).update(body).digest();
     return { state: Buffer.concat([body, mac]).toString('base64url'), payload };
   }
 
