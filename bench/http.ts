@@ -1,10 +1,10 @@
 /**
  * HTTP benchmarks: autocannon on loopback against the app in this process, each
- * scenario next to a baseline measured in the same run — a bare route doing one
- * indexed SELECT by primary key through the same pool (the practical ceiling for a
- * request that must read its data). Prints req/s, p50/p99 latency and the ratios.
- * Usage: node bench/http.ts   (BENCH_DATABASE_URL=postgres://… for PostgreSQL; BENCH_ONLY=<part of a
- * scenario name> to run only those, next to the baseline)
+ * scenario paired with a baseline measured in alternating rounds of the same run — a
+ * bare route doing one indexed SELECT by primary key through the same pool (the
+ * practical ceiling for a request that must read its data). Prints req/s, p50/p99
+ * latency and the ratios. Usage: node bench/http.ts (BENCH_DATABASE_URL=postgres://… for
+ * PostgreSQL; BENCH_ONLY=<part of a scenario name> to run only those).
  */
 import { Writable } from 'node:stream';
 import autocannon from 'autocannon';
@@ -12,7 +12,7 @@ import { sql } from 'drizzle-orm';
 import { ulid } from 'ulidx';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config/load.ts';
-import { queryPrepared } from '../src/db/client.ts';
+import { HotStatement } from '../src/db/client.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { replaceSecrets } from '../src/integrations/secrets.ts';
@@ -20,11 +20,14 @@ import { startFakeGitHub } from '../test/fakes/github.ts';
 import { openBenchDatabase } from './validation.ts';
 import { fmt } from './lib.ts';
 
-const DURATION = Number(process.env.BENCH_DURATION ?? 8);
+const BASELINE = new HotStatement(sql`SELECT id, name FROM organizations WHERE id = ${sql.placeholder('id')}`);
+
+/** Seconds of each measurement; a scenario and its baseline alternate ROUNDS times. */
+const DURATION = Number(process.env.BENCH_DURATION ?? 4);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 
-export interface HttpResult {
-  scenario: string;
+interface Measured {
   rps: number;
   p50: number;
   p99: number;
@@ -32,7 +35,15 @@ export interface HttpResult {
   errors: number;
 }
 
-async function run(url: string, options: { method?: string; headers?: Record<string, string>; body?: string }): Promise<Omit<HttpResult, 'scenario'>> {
+export interface HttpResult extends Measured {
+  scenario: string;
+  /** The baseline, measured in the rounds alternating with this scenario's. */
+  baseline: Measured;
+}
+
+type Request = { method?: string; headers?: Record<string, string>; body?: string };
+
+async function run(url: string, options: Request): Promise<Measured> {
   const result = await autocannon({
     url,
     method: (options.method ?? 'GET') as 'GET',
@@ -42,6 +53,26 @@ async function run(url: string, options: { method?: string; headers?: Record<str
     duration: DURATION,
   });
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
+}
+
+/** Means over rounds (latency percentiles averaged round by round). */
+function mean(runs: Measured[]): Measured {
+  const avg = (pick: (m: Measured) => number) => runs.reduce((sum, m) => sum + pick(m), 0) / runs.length;
+  return { rps: avg((m) => m.rps), p50: avg((m) => m.p50), p99: avg((m) => m.p99), non2xx: avg((m) => m.non2xx) * runs.length, errors: avg((m) => m.errors) * runs.length };
+}
+
+/**
+ * A scenario against the baseline in alternating rounds, so a machine whose speed drifts
+ * (shared hosts do) moves both sides of the ratio alike.
+ */
+async function paired(baselineUrl: string, url: string, options: Request): Promise<Omit<HttpResult, 'scenario'>> {
+  const base: Measured[] = [];
+  const runs: Measured[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    base.push(await run(baselineUrl, {}));
+    runs.push(await run(url, options));
+  }
+  return { ...mean(runs), baseline: mean(base) };
 }
 
 /** Runs every scenario against one backend and returns the rows (baseline first). */
@@ -78,8 +109,8 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
       logger: createLogger({ level: process.env.BENCH_LOG_LEVEL ?? 'info', stream: sink }),
       routes: (fastify, services) => {
         fastify.get('/bench/baseline', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async () => {
-          // Prepared like the hot paths' statements, so the comparison is like for like.
-          const [row] = await queryPrepared(services.db, sql`SELECT id, name FROM organizations WHERE id = ${organizationId}`);
+          // A prepared statement like the hot paths' own, so the comparison is like for like.
+          const [row] = await BASELINE.rows(services.db, { id: organizationId });
           return { row: row ?? null };
         });
       },
@@ -112,8 +143,7 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
     }
     const listJwt = (await json(await fetch(`${base}/v1/account/switch`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ organizationId: listOrg }) }))).accessToken as string;
 
-    const scenarios: [string, string, { method?: string; headers?: Record<string, string>; body?: string }][] = [
-      ['baseline: one SELECT by primary key', '/bench/baseline', {}],
+    const scenarios: [string, string, Request][] = [
       ['GET …/token (session JWT)', '/v1/integrations/github/token', { headers: auth }],
       ['GET …/token (API token)', '/v1/integrations/github/token', { headers: { authorization: `Bearer ${apiToken}` } }],
       ['GET /v1/integrations (100)', '/v1/integrations', { headers: { authorization: `Bearer ${listJwt}` } }],
@@ -124,9 +154,11 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
     const rows: HttpResult[] = [];
     // Warm-up: JIT, caches, connections.
     await run(`${base}/bench/baseline`, {});
-    // BENCH_ONLY=token runs the baseline and the scenarios whose name contains "token".
+    // BENCH_ONLY=token runs only the scenarios whose name contains "token".
     const only = process.env.BENCH_ONLY;
-    for (const [scenario, path, options] of scenarios.filter(([name], index) => index === 0 || !only || name.includes(only))) rows.push({ scenario, ...(await run(base + path, options)) });
+    for (const [scenario, path, options] of scenarios.filter(([name]) => !only || name.includes(only))) {
+      rows.push({ scenario, ...(await paired(`${base}/bench/baseline`, base + path, options)) });
+    }
     await app.fastify.close();
     return { backend: database.kind, rows };
   } finally {
@@ -135,14 +167,16 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
   }
 }
 
-/** Prints one backend's table with ratios to its baseline. */
+/** Prints one backend's table with each scenario's ratios to its paired baseline. */
 export function printHttp(backend: string, rows: HttpResult[]): void {
-  const baseline = rows[0] as HttpResult;
-  console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections, ${DURATION} s each)`);
-  console.log('| scenario | req/s | p50 ms | p99 ms | × baseline req/s | × baseline p99 | non-2xx |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections; ${ROUNDS} rounds of ${DURATION} s, alternating with the baseline)`);
+  console.log('| scenario | req/s | p50 ms | p99 ms | baseline req/s | baseline p99 ms | × baseline req/s | × baseline p99 | non-2xx |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) {
-    console.log(`| ${row.scenario} | ${fmt(row.rps, 0)} | ${row.p50} | ${row.p99} | ${fmt(row.rps / baseline.rps, 2)} | ${fmt(row.p99 / Math.max(1, baseline.p99), 2)} | ${row.non2xx + row.errors} |`);
+    const b = row.baseline;
+    console.log(
+      `| ${row.scenario} | ${fmt(row.rps, 0)} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} | ${fmt(b.rps, 0)} | ${fmt(b.p99, 1)} | ${fmt(row.rps / b.rps, 2)} | ${fmt(row.p99 / Math.max(1, b.p99), 2)} | ${row.non2xx + row.errors + b.non2xx + b.errors} |`,
+    );
   }
 }
 

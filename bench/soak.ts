@@ -1,29 +1,84 @@
 /**
- * Load and soak: SOAK_SECONDS (default 300) of mixed traffic against the app in this
- * process, with background validation (every 5 s) and event delivery to a loopback
- * webhook running. Reports 5xx count (must be 0), RSS growth after warm-up (must stay
- * under 10 %), and event delivery lag p50/p99.
- * Usage: node --expose-gc bench/soak.ts   (BENCH_DATABASE_URL=postgres://… for PostgreSQL)
+ * Load and soak: SOAK_SECONDS (default 300) of mixed traffic against Tessera running as
+ * its own process (`bin/tessera.mjs`, as `npm start` runs it), with background validation
+ * (every 5 s) and event delivery to a loopback webhook running. The fake provider, the
+ * webhook receiver and autocannon live in this process, so the RSS measured — the
+ * service's, from /proc — is Tessera's alone. Reports 5xx count (must be 0), RSS growth
+ * after a one-minute warm-up (must stay under 10 %), and event delivery lag p50/p99.
+ * Usage: node bench/soak.ts   (BENCH_DATABASE_URL=postgres://… for PostgreSQL)
  */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { sql } from 'drizzle-orm';
-import { buildApp } from '../src/app.ts';
-import { loadConfig } from '../src/config/load.ts';
-import { createLogger } from '../src/http/logging.ts';
+import pg from 'pg';
+import { ulid } from 'ulidx';
+import { openPglite } from '../src/db/client.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
+import { baseEnv, providerEnv, sleep, spawnService, waitReady } from './faults/lib.ts';
 import { fmt } from './lib.ts';
-import { openBenchDatabase } from './validation.ts';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 300);
+const WARMUP_SECONDS = Math.min(60, Math.floor(SECONDS / 5));
 const USERS = 20;
 
 function percentile(values: number[], p: number): number {
   if (values.length === 0) return 0;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+/** Resident set size of a process, in MiB, from /proc. */
+function rssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+  return line ? Number(line[1]) / 1024 : 0;
+}
+
+/** A fresh database for the service, and a way to count its events once it has stopped. */
+async function serviceStorage(): Promise<{ env: Record<string, string>; kind: string; countEvents(): Promise<number>; cleanup(): Promise<void> }> {
+  const url = process.env.BENCH_DATABASE_URL;
+  if (url) {
+    const name = `tessera_soak_${ulid().toLowerCase()}`;
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const dbUrl = new URL(url);
+    dbUrl.pathname = `/${name}`;
+    const query = async (text: string) => {
+      const client = new pg.Client({ connectionString: text.startsWith('DROP') ? url : dbUrl.href });
+      await client.connect();
+      try {
+        return (await client.query(text)).rows as { n: number }[];
+      } finally {
+        await client.end();
+      }
+    };
+    return {
+      env: { DATABASE_URL: dbUrl.href },
+      kind: 'pg',
+      countEvents: async () => (await query('SELECT count(*)::int AS n FROM events'))[0]?.n ?? 0,
+      cleanup: async () => {
+        await query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      },
+    };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'tessera-soak-'));
+  return {
+    env: { DATA_DIR: dir },
+    kind: 'pglite',
+    countEvents: async () => {
+      const database = await openPglite({ dataDir: dir });
+      try {
+        return ((await database.db.execute('SELECT count(*)::int AS n FROM events')) as unknown as { rows: { n: number }[] }).rows[0]?.n ?? 0;
+      } finally {
+        await database.close();
+      }
+    },
+    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+  };
 }
 
 export async function soak(): Promise<Record<string, number | string>> {
@@ -44,35 +99,23 @@ export async function soak(): Promise<Record<string, number | string>> {
     });
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  const { database, cleanup } = await openBenchDatabase();
+  const storage = await serviceStorage();
+  const service = await spawnService(
+    baseEnv({
+      ...storage.env,
+      ...providerEnv(fake),
+      LOG_LEVEL: 'info',
+      OAUTH_TOKEN_VALIDATION_INTERVAL: '5',
+      OAUTH_STATUS_MAX_AGE: '30',
+      EVENTS_WEBHOOK_URL: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
+      EVENTS_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 6).toString('base64')}`,
+      EVENTS_POLL_INTERVAL: '1',
+      METRICS_ENABLED: 'true',
+    }),
+  );
   try {
-    await database.migrate();
-    const port = 20000 + Math.floor(Math.random() * 2000);
-    const config = loadConfig({
-      env: {
-        ENCRYPTION_KEYS: `soak:${Buffer.alloc(32, 5).toString('base64')}`,
-        JWT_SECRET: 's'.repeat(40),
-        PASSWORD_COST: '10',
-        RATE_LIMIT_MAX: '0',
-        PORT: String(port),
-        OAUTH_TOKEN_VALIDATION_INTERVAL: '5',
-        OAUTH_STATUS_MAX_AGE: '30',
-        EVENTS_WEBHOOK_URL: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
-        EVENTS_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 6).toString('base64')}`,
-        EVENTS_POLL_INTERVAL: '1',
-        INTEGRATION_OAUTH_GITHUB_CLIENT_ID: fake.clientId,
-        INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET: fake.clientSecret,
-        INTEGRATION_OAUTH_GITHUB_AUTH_URL: fake.authUrl,
-        INTEGRATION_OAUTH_GITHUB_TOKEN_URL: fake.tokenUrl,
-        INTEGRATION_OAUTH_GITHUB_API_URL: fake.apiUrl,
-      },
-      persistGeneratedSecrets: false,
-    });
-    const sink = new Writable({ write: (_chunk, _encoding, callback) => callback() });
-    const app = await buildApp({ config, database, logger: createLogger({ level: 'info', stream: sink }) });
-    app.startBackground();
-    await app.fastify.listen({ host: '127.0.0.1', port });
-    const base = `http://127.0.0.1:${port}`;
+    await waitReady(service);
+    const base = service.url;
     const post = async (path: string, body: unknown, token?: string) =>
       (await fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) })).json() as Promise<Record<string, any>>;
 
@@ -82,14 +125,25 @@ export async function soak(): Promise<Record<string, number | string>> {
       fake.addUser({ login, email: `${login}@example.com` });
       await post('/v1/register', { email: `${login}@example.com`, password: 'soak test password' });
       const session = await post('/v1/login', { email: `${login}@example.com`, password: 'soak test password' });
-      const start = await post('/v1/integrations/oauth/start', { provider: 'github', redirectUri: `${base}/` }, session.accessToken);
+      const start = await post('/v1/integrations/oauth/start', { provider: 'github', redirectUri: 'http://127.0.0.1:8080/' }, session.accessToken);
       const approved = fake.authorize(start.authUrl, login);
       await post('/v1/integrations/oauth/callback', { provider: 'github', code: approved.code, state: approved.state }, session.accessToken);
       tokens.push(session.accessToken);
     }
+    // The fake keeps a log of every request for the tests; a soak has no use for it.
+    fake.requests.length = 0;
+    const trimFakeLog = setInterval(() => (fake.requests.length = 0), 1000);
 
+    const pid = service.child.pid as number;
     const rss: number[] = [];
-    const sampler = setInterval(() => rss.push(process.memoryUsage().rss / 1048576), 5000);
+    // The service's own view every 30 s (prom-client's process metrics): where the memory is.
+    const memory: string[] = [];
+    const sampler = setInterval(() => rss.push(rssMb(pid)), 5000);
+    const heapSampler = setInterval(async () => {
+      const text = await (await fetch(`${base}/metrics`)).text();
+      const mib = (name: string) => fmt(Number(text.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1] ?? 0) / 1048576, 0);
+      memory.push(`rss ${mib('process_resident_memory_bytes')} heap used/total ${mib('nodejs_heap_size_used_bytes')}/${mib('nodejs_heap_size_total_bytes')} external ${mib('nodejs_external_memory_bytes')}`);
+    }, 30_000);
     let orgCounter = 0;
     const requests: autocannon.Request[] = tokens.flatMap((token): autocannon.Request[] => {
       const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
@@ -109,18 +163,22 @@ export async function soak(): Promise<Record<string, number | string>> {
     });
     const result = await autocannon({ url: base, connections: 8, duration: SECONDS, requests });
     clearInterval(sampler);
-    // Let the outbox drain.
-    const countEvents = async () => ((await database.db.execute(sql`SELECT count(*)::int AS n FROM events`)) as unknown as { rows: { n: number }[] }).rows[0]?.n ?? 0;
-    const eventsCreated = await countEvents();
-    const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline && seenEvents.size < eventsCreated) await new Promise((resolve) => setTimeout(resolve, 200));
-    await app.fastify.close();
-    const warm = rss[Math.min(rss.length - 1, Math.floor(60 / 5))] ?? rss[0] ?? 0;
+    clearInterval(heapSampler);
+    clearInterval(trimFakeLog);
+    // Let the outbox drain: until no delivery arrived for 5 s (at most 60 s).
+    let delivered = -1;
+    for (let waited = 0; waited < 60 && delivered !== seenEvents.size; waited += 5) {
+      delivered = seenEvents.size;
+      await sleep(5000);
+    }
+    await service.stop();
+    const eventsCreated = await storage.countEvents();
+    const warm = rss[Math.min(rss.length - 1, Math.floor(WARMUP_SECONDS / 5))] ?? rss[0] ?? 0;
     const last = rss.at(-1) ?? 0;
     const statusCodes = result.statusCodeStats as Record<string, { count: number }>;
     const fiveXx = Object.entries(statusCodes).filter(([code]) => code.startsWith('5')).reduce((sum, [, stat]) => sum + stat.count, 0);
     return {
-      backend: database.kind,
+      backend: storage.kind,
       seconds: SECONDS,
       requests: result.requests.total,
       rps: Math.round(result.requests.average),
@@ -128,6 +186,7 @@ export async function soak(): Promise<Record<string, number | string>> {
       fiveXx,
       statusCodes: JSON.stringify(Object.fromEntries(Object.entries(statusCodes).map(([code, stat]) => [code, stat.count]))),
       rssAfterWarmupMb: Math.round(warm),
+      rssPeakMb: Math.round(Math.max(...rss)),
       rssEndMb: Math.round(last),
       rssGrowthPct: Number(fmt(((last - warm) / warm) * 100)),
       eventsCreated,
@@ -135,9 +194,11 @@ export async function soak(): Promise<Record<string, number | string>> {
       duplicates,
       lagP50ms: percentile(lags, 50),
       lagP99ms: percentile(lags, 99),
+      memoryEvery30sMb: memory.join(' | '),
     };
   } finally {
-    await cleanup();
+    await service.stop('SIGKILL');
+    await storage.cleanup();
     await fake.close();
     receiver.close();
   }

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
 import { AppError } from '../src/http/errors.ts';
+import { ErrorLogThrottle } from '../src/http/pipeline.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 
 const FULL_CHAIN = [
@@ -167,6 +168,23 @@ describe('errors', () => {
     expect(res.body).not.toMatch(/SELECT|TypeError|at /);
     const logged = t.logs.entries.find((entry) => entry.requestId === 'boom-1' && entry.level === 50) as { err?: { stack?: string } };
     expect(logged?.err?.stack).toMatch(/TypeError: secret internals[\s\S]*pipeline\.test\.ts/);
+  });
+
+  it('logs the same failure with a stack once per window, then only counts it (no log flood in an outage)', async () => {
+    for (const id of ['boom-2', 'boom-3', 'boom-4']) {
+      expect((await t.fastify.inject({ method: 'GET', url: '/test/throws', headers: { 'x-request-id': id } })).statusCode).toBe(500);
+    }
+    const errors = t.logs.entries.filter((entry) => ['boom-2', 'boom-3', 'boom-4'].includes(entry.requestId as string) && entry.level === 50);
+    expect(errors).toEqual([]);
+    const finished = t.logs.entries.filter((entry) => ['boom-2', 'boom-3', 'boom-4'].includes(entry.requestId as string) && entry.msg === 'request finish');
+    expect(finished.map((entry) => entry.status)).toEqual([500, 500, 500]);
+
+    const throttle = new ErrorLogThrottle(1000);
+    const failure = () => new Error('Failed query: SELECT 1\nparams: secret', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { name: 'Error' }) });
+    expect(throttle.admit(failure(), 0)).toBe(0);
+    expect([throttle.admit(failure(), 10), throttle.admit(failure(), 999)]).toEqual([null, null]);
+    expect(throttle.admit(new TypeError('another bug'), 500)).toBe(0);
+    expect(throttle.admit(failure(), 1000)).toBe(2);
   });
 
   it('answers an unknown route with 404 NOT_FOUND in JSON with the request id', async () => {

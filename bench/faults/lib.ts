@@ -140,9 +140,13 @@ export async function spawnService(env: Record<string, string>, options: { port?
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // The last 256 KiB of output: enough to explain a failure, bounded over a long run.
   let out = '';
-  child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const keep = (chunk: Buffer) => {
+    out = (out + chunk.toString()).slice(-262_144);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const kill = () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -170,20 +170,47 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
 }
 
 const dialect = new PgDialect();
+const statementName = (text: string) => `t_${createHash('sha1').update(text).digest('base64url')}`;
 
 /**
- * `queryRows` for the hot paths (authentication, token reads): on PostgreSQL the
- * statement is prepared once per connection, named after its text, so the server
- * parses it once and reuses its plan — planning was most of the database's time on a
- * token read. Only for statements whose text does not vary with the data (a bounded
- * set of names per connection). PGlite runs it as `queryRows` does.
+ * `queryRows` for statements on the hot paths: on PostgreSQL the statement is prepared
+ * once per connection, named after its text, so the server parses it once and reuses its
+ * plan — planning was most of the database's time on a token read. Only for statements
+ * whose text does not vary with the data (a bounded set of names per connection).
+ * PGlite runs it as `queryRows` does.
  */
 export async function queryPrepared<T>(db: Db, query: SQL): Promise<T[]> {
   const built = dialect.sqlToQuery(query);
-  const name = `t_${createHash('sha1').update(built.sql).digest('base64url')}`;
-  const prepared = db._.session.prepareQuery(built, undefined, name, false);
-  const result = (await prepared.execute()) as unknown as { rows: T[] };
-  return result.rows;
+  const prepared = db._.session.prepareQuery(built, undefined, statementName(built.sql), false);
+  return ((await prepared.execute()) as unknown as { rows: T[] }).rows;
+}
+
+type Prepared = ReturnType<Db['_']['session']['prepareQuery']>;
+
+/**
+ * A statement of the hottest paths, written once with `sql.placeholder(name)` for its
+ * values: its text is built once (not per call), and it is prepared as `queryPrepared`
+ * prepares, once per database handle.
+ */
+export class HotStatement<T> {
+  private readonly query: ReturnType<PgDialect['sqlToQuery']>;
+  private readonly name: string;
+  private readonly byHandle = new WeakMap<object, Prepared>();
+
+  constructor(query: SQL) {
+    this.query = dialect.sqlToQuery(query);
+    this.name = statementName(this.query.sql);
+  }
+
+  async rows(db: Db, values: Record<string, unknown>): Promise<T[]> {
+    const session = db._.session;
+    let prepared = this.byHandle.get(session);
+    if (!prepared) {
+      prepared = session.prepareQuery(this.query, undefined, this.name, false);
+      this.byHandle.set(session, prepared);
+    }
+    return ((await prepared.execute(values)) as unknown as { rows: T[] }).rows;
+  }
 }
 
 export { sql };

@@ -137,11 +137,17 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
     );
   });
 
+  const throttle = new ErrorLogThrottle();
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     await request.ctx?.rollback();
     const appError = toAppError(error);
-    if (appError.status >= 500) {
-      request.log.error({ err: error, requestId: request.id }, appError.code === 'INTERNAL' ? 'unhandled error' : appError.message);
+    if (appError.code === 'INTERNAL') {
+      // A stack the first time in a window; the same failure again (a database outage fails every request alike) only counts.
+      const suppressed = throttle.admit(error);
+      if (suppressed !== null) request.log.error({ err: error, requestId: request.id, ...(suppressed > 0 ? { suppressedSimilar: suppressed } : {}) }, 'unhandled error');
+    } else if (appError.status >= 500) {
+      // Provider failures and shutdown are expected conditions, not bugs: one line, no stack.
+      request.log.warn({ requestId: request.id, code: appError.code, cause: causeName(appError.cause) }, appError.message);
     }
     if (appError.headers) reply.headers(appError.headers);
     return reply.code(appError.status).type('application/json; charset=utf-8').send(errorBody(appError, request.id));
@@ -175,6 +181,39 @@ function wrapHandler(route: RouteOptions): void {
     await request.ctx.commit();
     return payload;
   };
+}
+
+/**
+ * Lets one log line with a stack through per kind of unhandled error (name and message)
+ * per window; the rest are counted and reported on the next line let through. Each
+ * request still has its own "request finish" line with the status.
+ */
+export class ErrorLogThrottle {
+  private readonly seen = new Map<string, { until: number; suppressed: number }>();
+  private readonly windowMs: number;
+
+  constructor(windowMs = 10_000) {
+    this.windowMs = windowMs;
+  }
+
+  /** Null to stay silent; otherwise the number of similar errors suppressed since the last line. */
+  admit(error: unknown, now = Date.now()): number | null {
+    // A failed query's message carries its statement and parameters; its cause says what failed.
+    const root = error instanceof Error && error.cause instanceof Error && error.message.startsWith('Failed query') ? error.cause : error;
+    const key = root instanceof Error ? `${root.name}:${(root.message.split('\n')[0] ?? '').slice(0, 200)}` : String(root).slice(0, 200);
+    const entry = this.seen.get(key);
+    if (entry && now < entry.until) {
+      entry.suppressed++;
+      return null;
+    }
+    if (this.seen.size >= 1000) this.seen.clear();
+    this.seen.set(key, { until: now + this.windowMs, suppressed: 0 });
+    return entry?.suppressed ?? 0;
+  }
+}
+
+function causeName(cause: unknown): string | undefined {
+  return cause instanceof Error ? cause.name : undefined;
 }
 
 function decorateSchema(route: RouteOptions, routeClass: RouteClass): void {

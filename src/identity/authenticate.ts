@@ -2,7 +2,7 @@ import type {} from '@fastify/cookie';
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../config/load.ts';
 import type { SQL } from 'drizzle-orm';
-import { type Db, queryPrepared, queryRows, sql } from '../db/client.ts';
+import { type Db, HotStatement, queryPrepared, queryRows, sql } from '../db/client.ts';
 import { recordAudit } from '../audit/audit.ts';
 import type { Principal, Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
@@ -104,18 +104,19 @@ interface SessionRow {
   role: Role | null;
 }
 
+const SESSION_CHECK = new HotStatement<SessionRow>(
+  sql`SELECT u.id AS user_id, u.system_admin, (s.revoked_at IS NULL AND s.expires_at > now()) AS active, m.role
+      FROM sessions s
+      JOIN users u ON u.id = s.user_id
+      LEFT JOIN memberships m ON m.organization_id = ${sql.placeholder('organizationId')} AND m.user_id = s.user_id
+      WHERE s.id = ${sql.placeholder('sessionId')} AND s.user_id = ${sql.placeholder('userId')}`,
+);
+
 /** The session JWT's caller, or 401; a removed member gets 403 at once. */
 export async function principalFromSessionToken(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, token: string, viaCookie: boolean): Promise<Principal> {
   const claims = deps.sessionTokens.verify(token);
   if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
-  const [row] = await queryPrepared<SessionRow>(
-    deps.db,
-    sql`SELECT u.id AS user_id, u.system_admin, (s.revoked_at IS NULL AND s.expires_at > now()) AS active, m.role
-        FROM sessions s
-        JOIN users u ON u.id = s.user_id
-        LEFT JOIN memberships m ON m.organization_id = ${claims.org} AND m.user_id = s.user_id
-        WHERE s.id = ${claims.sid} AND s.user_id = ${claims.sub}`,
-  );
+  const [row] = await SESSION_CHECK.rows(deps.db, { organizationId: claims.org, sessionId: claims.sid, userId: claims.sub });
   if (!row?.active) throw new AppError('UNAUTHENTICATED', { message: 'The session has ended; sign in again' });
   if (!row.role) throw new AppError('FORBIDDEN', { message: 'You are no longer a member of this organization' });
   return {
@@ -144,6 +145,19 @@ interface ApiTokenRow {
   id: string;
   active: boolean;
 }
+
+const API_TOKEN_CHECK = new HotStatement<ApiTokenRow>(
+  sql`WITH t AS (
+        SELECT organization_id, id, (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS active
+        FROM api_tokens WHERE token_hash = ${sql.placeholder('hash')}
+      ), touch AS (
+        UPDATE api_tokens SET last_used_at = now()
+        WHERE token_hash = ${sql.placeholder('hash')} AND revoked_at IS NULL
+          AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+        RETURNING 1
+      )
+      SELECT * FROM t`,
+);
 
 /**
  * For public routes that accept credentials without requiring them (the OAuth
@@ -185,29 +199,37 @@ function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyR
 /**
  * The deferred credential's check as CTEs, the first named `caller` with the columns
  * caller_active, caller_role, caller_user_id, caller_system_admin, caller_organization_id
- * and caller_credential_id — no row when the session or token does not exist. An API
- * token's use is recorded as on the usual path.
+ * and caller_credential_id — no row when the session or token does not exist. Written
+ * with placeholders (`callerValues` fills them), for `HotStatement`s. An API token's use
+ * is recorded as on the usual path.
  */
-export function callerCheck(credential: DeferredCredential): SQL {
-  if (credential.kind === 'jwt') {
+export function callerCheck(kind: DeferredCredential['kind']): SQL {
+  if (kind === 'jwt') {
     return sql`caller AS (
           SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
-                 u.system_admin AS caller_system_admin, ${credential.organizationId}::text AS caller_organization_id, s.id AS caller_credential_id
+                 u.system_admin AS caller_system_admin, ${sql.placeholder('callerOrganizationId')}::text AS caller_organization_id, s.id AS caller_credential_id
           FROM sessions s
           JOIN users u ON u.id = s.user_id
-          LEFT JOIN memberships m ON m.organization_id = ${credential.organizationId} AND m.user_id = s.user_id
-          WHERE s.id = ${credential.sessionId} AND s.user_id = ${credential.userId})`;
+          LEFT JOIN memberships m ON m.organization_id = ${sql.placeholder('callerOrganizationId')} AND m.user_id = s.user_id
+          WHERE s.id = ${sql.placeholder('callerSessionId')} AND s.user_id = ${sql.placeholder('callerUserId')})`;
   }
   return sql`caller AS (
           SELECT (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS caller_active, 'admin'::text AS caller_role,
                  NULL::text AS caller_user_id, false AS caller_system_admin, organization_id AS caller_organization_id, id AS caller_credential_id
-          FROM api_tokens WHERE token_hash = ${credential.hash}
+          FROM api_tokens WHERE token_hash = ${sql.placeholder('callerTokenHash')}
         ), touch AS (
           UPDATE api_tokens SET last_used_at = now()
-          WHERE token_hash = ${credential.hash} AND revoked_at IS NULL
+          WHERE token_hash = ${sql.placeholder('callerTokenHash')} AND revoked_at IS NULL
             AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
           RETURNING 1
         )`;
+}
+
+/** The values of `callerCheck`'s placeholders. */
+export function callerValues(credential: DeferredCredential): Record<string, unknown> {
+  return credential.kind === 'jwt'
+    ? { callerOrganizationId: credential.organizationId, callerSessionId: credential.sessionId, callerUserId: credential.userId }
+    : { callerTokenHash: credential.hash };
 }
 
 /** The `caller` CTE's columns as a statement returns them. */
@@ -292,19 +314,7 @@ async function personalAccessToken(db: Db, request: FastifyRequest, token: strin
 
 async function apiToken(db: Db, request: FastifyRequest, token: string): Promise<Principal> {
   const hash = hashToken(token);
-  const [row] = await queryPrepared<ApiTokenRow>(
-    db,
-    sql`WITH t AS (
-          SELECT organization_id, id, (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS active
-          FROM api_tokens WHERE token_hash = ${hash}
-        ), touch AS (
-          UPDATE api_tokens SET last_used_at = now()
-          WHERE token_hash = ${hash} AND revoked_at IS NULL
-            AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
-          RETURNING 1
-        )
-        SELECT * FROM t`,
-  );
+  const [row] = await API_TOKEN_CHECK.rows(db, { hash });
   if (!row?.active) throw new AppError('UNAUTHENTICATED', { message: 'Invalid, expired or revoked token' });
   assertOrganizationHeader(request, row.organization_id);
   return {

@@ -2,8 +2,8 @@ import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import { type AuditActor, nextAuditId as auditId } from '../audit/audit.ts';
 import type { Principal, Role } from '../http/context.ts';
-import { type CallerColumns, callerCheck, type DeferredCredential, principalFromCaller } from '../identity/authenticate.ts';
-import { queryPrepared, queryRows } from '../db/client.ts';
+import { type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../identity/authenticate.ts';
+import { HotStatement, queryRows } from '../db/client.ts';
 import { integrationSecrets, integrations } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Services } from '../services.ts';
@@ -108,6 +108,47 @@ function fromRaw(raw: RawIntegration): IntegrationRow {
   };
 }
 
+const p = sql.placeholder;
+const AUDIT_COLUMNS = sql.raw('organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail');
+const USE_SELECT = sql`SELECT ${RAW_COLUMNS}, s.key_id, s.envelope
+  FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`;
+const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE organization_id = ${p('organizationId')} AND provider = ${p('providerId')})`;
+
+/** `loadForUse` without an audit row (proxy calls audit on their own). */
+const USE = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION} ${USE_SELECT}`);
+
+/** `loadForUse` writing the audit row in the same statement. */
+const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit AS (
+    INSERT INTO audit_logs (${AUDIT_COLUMNS})
+    SELECT organization_id, ${p('auditId')}, ${p('actorUserId')}, ${p('impersonatorId')}, ${p('credentialKind')}, ${p('credentialId')},
+           ${p('action')}, 'integration', id, ${p('requestId')}, ${p('detail')}::jsonb
+    FROM i RETURNING 1)
+  ${USE_SELECT}`);
+
+/** `loadForUseAs`, one per kind of deferred credential. */
+const USE_AS = Object.fromEntries(
+  (['jwt', 'api_token'] as const).map((kind) => [
+    kind,
+    new HotStatement<Partial<UseRow> & CallerColumns>(sql`WITH ${callerCheck(kind)},
+      i AS (
+        SELECT * FROM integrations
+        WHERE organization_id = (SELECT caller_organization_id FROM caller WHERE caller_active AND caller_role = ANY(${p('roles')}::text[]))
+          AND provider = ${p('providerId')}
+      ), audit AS (
+        INSERT INTO audit_logs (${AUDIT_COLUMNS})
+        SELECT i.organization_id, ${p('auditId')}, c.caller_user_id, NULL, ${p('credentialKind')}, c.caller_credential_id,
+               ${p('action')}, 'integration', i.id, ${p('requestId')}, ${p('detail')}::jsonb
+        FROM i CROSS JOIN caller c RETURNING 1)
+      SELECT c.*, ${RAW_COLUMNS}, s.key_id, s.envelope
+      FROM caller c LEFT JOIN i ON true LEFT JOIN integration_secrets s
+        ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`),
+  ]),
+) as Record<DeferredCredential['kind'], HotStatement<Partial<UseRow> & CallerColumns>>;
+
+function auditValues(action: string, requestId: string | null, providerId: string) {
+  return { auditId: auditId(), action, requestId, detail: JSON.stringify({ provider: providerId }) };
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -143,20 +184,17 @@ export class TokenLifecycle {
     const provider = this.services.providers.get(providerId);
     if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
     const principal = audit?.actor.principal ?? null;
-    const auditInsert = audit
-      ? sql`, audit AS (
-          INSERT INTO audit_logs (organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail)
-          SELECT organization_id, ${auditId()}, ${principal?.userId ?? null}, ${principal?.impersonatorId ?? null}, ${principal?.kind ?? null}, ${principal?.credentialId ?? null},
-                 ${audit.action}, 'integration', id, ${audit.actor.requestId}, ${JSON.stringify({ provider: providerId })}::jsonb
-          FROM i RETURNING 1)`
-      : sql``;
-    const [found] = await queryPrepared<UseRow>(
-      this.services.db,
-      sql`WITH i AS (SELECT * FROM integrations WHERE organization_id = ${organizationId} AND provider = ${providerId})${auditInsert}
-          SELECT ${RAW_COLUMNS}, s.key_id, s.envelope
-          FROM i LEFT JOIN integration_secrets s
-            ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${accessTokenName(providerId)}`,
-    );
+    const values = { organizationId, providerId, secretName: accessTokenName(providerId) };
+    const [found] = audit
+      ? await USE_AUDITED.rows(this.services.db, {
+          ...values,
+          ...auditValues(audit.action, audit.actor.requestId, providerId),
+          actorUserId: principal?.userId ?? null,
+          impersonatorId: principal?.impersonatorId ?? null,
+          credentialKind: principal?.kind ?? null,
+          credentialId: principal?.credentialId ?? null,
+        })
+      : await USE.rows(this.services.db, values);
     if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
     return this.fromUseRow(found, provider);
   }
@@ -174,25 +212,14 @@ export class TokenLifecycle {
     roles: readonly Role[],
     audit: { action: string; requestId: string },
   ): Promise<{ principal: Principal; current: Current | null }> {
-    const allowed = sql.join(
-      roles.map((role) => sql`${role}`),
-      sql`, `,
-    );
-    const [found] = await queryPrepared<Partial<UseRow> & CallerColumns>(
-      this.services.db,
-      sql`WITH ${callerCheck(credential)},
-          i AS (
-            SELECT * FROM integrations
-            WHERE organization_id = (SELECT caller_organization_id FROM caller WHERE caller_active AND caller_role IN (${allowed})) AND provider = ${providerId}
-          ), audit AS (
-            INSERT INTO audit_logs (organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail)
-            SELECT i.organization_id, ${auditId()}, c.caller_user_id, NULL, ${credential.kind}, c.caller_credential_id,
-                   ${audit.action}, 'integration', i.id, ${audit.requestId}, ${JSON.stringify({ provider: providerId })}::jsonb
-            FROM i CROSS JOIN caller c RETURNING 1)
-          SELECT c.*, ${RAW_COLUMNS}, s.key_id, s.envelope
-          FROM caller c LEFT JOIN i ON true LEFT JOIN integration_secrets s
-            ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${accessTokenName(providerId)}`,
-    );
+    const [found] = await USE_AS[credential.kind].rows(this.services.db, {
+      ...callerValues(credential),
+      roles,
+      providerId,
+      secretName: accessTokenName(providerId),
+      credentialKind: credential.kind,
+      ...auditValues(audit.action, audit.requestId, providerId),
+    });
     const principal = principalFromCaller(credential, found);
     const provider = this.services.providers.get(providerId);
     const current = found?.id && provider ? this.fromUseRow(found as UseRow, provider) : null;

@@ -43,6 +43,9 @@ function associatedData(keyId: string, binding: SecretBinding): Buffer {
 }
 
 const masterObjects = new WeakMap<Buffer, KeyObject>();
+/** Record keys of recently opened secrets, by key id and salt (a salt is never reused). */
+const recordKeys = new Map<string, KeyObject>();
+const RECORD_KEY_CACHE = 10_000;
 
 /**
  * A per-record key: HKDF-SHA256 of the master key with a random salt, so no key nears
@@ -57,6 +60,24 @@ function recordKey(master: Buffer, salt: Buffer): KeyObject {
     masterObjects.set(master, masterObject);
   }
   return createSecretKey(Buffer.from(hkdfSync('sha256', masterObject, salt, INFO, 32)));
+}
+
+/**
+ * `recordKey` for opening, remembered for the most recently opened secrets: a token read
+ * again and again derives its key once. The master keys are in memory anyway; a derived
+ * key opens only its own record.
+ */
+function openingKey(keyId: string, master: Buffer, salt: string): KeyObject {
+  const cacheKey = `${keyId}.${salt}`;
+  let key = recordKeys.get(cacheKey);
+  if (key) {
+    recordKeys.delete(cacheKey);
+  } else {
+    key = recordKey(master, Buffer.from(salt, 'base64url'));
+    if (recordKeys.size >= RECORD_KEY_CACHE) recordKeys.delete(recordKeys.keys().next().value as string);
+  }
+  recordKeys.set(cacheKey, key);
+  return key;
 }
 
 /** Encrypts `plaintext` under the keyring's active key with AES-256-GCM. */
@@ -81,7 +102,7 @@ export function open(keyring: Keyring, binding: SecretBinding, sealed: Sealed): 
   const data = Buffer.from(body, 'base64url');
   if (data.length < 16) throw new SecretDecryptionError('truncated secret envelope');
   try {
-    const decipher = createDecipheriv('aes-256-gcm', recordKey(master, Buffer.from(salt, 'base64url')), Buffer.from(iv, 'base64url'));
+    const decipher = createDecipheriv('aes-256-gcm', openingKey(sealed.keyId, master, salt), Buffer.from(iv, 'base64url'));
     decipher.setAAD(associatedData(sealed.keyId, binding));
     decipher.setAuthTag(data.subarray(data.length - 16));
     return Buffer.concat([decipher.update(data.subarray(0, data.length - 16)), decipher.final()]).toString('utf8');
