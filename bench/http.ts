@@ -12,7 +12,7 @@ import { sql } from 'drizzle-orm';
 import { ulid } from 'ulidx';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config/load.ts';
-import { HotStatement } from '../src/db/client.ts';
+import { HotStatement, queryRows } from '../src/db/client.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { replaceSecrets } from '../src/integrations/secrets.ts';
@@ -28,6 +28,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 
 interface Measured {
+  /** CPU time of this process (app and autocannon) per request, µs: less noisy than req/s on a shared host. */
+  cpuUs: number;
   rps: number;
   p50: number;
   p99: number;
@@ -44,6 +46,7 @@ export interface HttpResult extends Measured {
 type Request = { method?: string; headers?: Record<string, string>; body?: string };
 
 async function run(url: string, options: Request): Promise<Measured> {
+  const cpu = process.cpuUsage();
   const result = await autocannon({
     url,
     method: (options.method ?? 'GET') as 'GET',
@@ -52,13 +55,14 @@ async function run(url: string, options: Request): Promise<Measured> {
     connections: CONNECTIONS,
     duration: DURATION,
   });
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
+  const used = process.cpuUsage(cpu);
+  return { cpuUs: (used.user + used.system) / Math.max(1, result.requests.total), rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
 }
 
 /** Means over rounds (latency percentiles averaged round by round). */
 function mean(runs: Measured[]): Measured {
   const avg = (pick: (m: Measured) => number) => runs.reduce((sum, m) => sum + pick(m), 0) / runs.length;
-  return { rps: avg((m) => m.rps), p50: avg((m) => m.p50), p99: avg((m) => m.p99), non2xx: avg((m) => m.non2xx) * runs.length, errors: avg((m) => m.errors) * runs.length };
+  return { cpuUs: avg((m) => m.cpuUs), rps: avg((m) => m.rps), p50: avg((m) => m.p50), p99: avg((m) => m.p99), non2xx: avg((m) => m.non2xx) * runs.length, errors: avg((m) => m.errors) * runs.length };
 }
 
 /**
@@ -68,6 +72,8 @@ function mean(runs: Measured[]): Measured {
 async function paired(baselineUrl: string, url: string, options: Request): Promise<Omit<HttpResult, 'scenario'>> {
   const base: Measured[] = [];
   const runs: Measured[] = [];
+  // Warm-up of the scenario's own code paths (the JIT optimizes per function), not measured.
+  await run(url, options);
   for (let round = 0; round < ROUNDS; round++) {
     base.push(await run(baselineUrl, {}));
     runs.push(await run(url, options));
@@ -113,6 +119,11 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
           const [row] = await BASELINE.rows(services.db, { id: organizationId });
           return { row: row ?? null };
         });
+        // The same SELECT unprepared, as a plain `db.execute`: what planning every statement costs.
+        fastify.get('/bench/unprepared', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async () => {
+          const [row] = await queryRows(services.db, sql`SELECT id, name FROM organizations WHERE id = ${organizationId}`);
+          return { row: row ?? null };
+        });
       },
     });
     await app.fastify.listen({ host: '127.0.0.1', port });
@@ -144,6 +155,7 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
     const listJwt = (await json(await fetch(`${base}/v1/account/switch`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ organizationId: listOrg }) }))).accessToken as string;
 
     const scenarios: [string, string, Request][] = [
+      ['the baseline\'s SELECT, unprepared', '/bench/unprepared', {}],
       ['GET …/token (session JWT)', '/v1/integrations/github/token', { headers: auth }],
       ['GET …/token (API token)', '/v1/integrations/github/token', { headers: { authorization: `Bearer ${apiToken}` } }],
       ['GET /v1/integrations (100)', '/v1/integrations', { headers: { authorization: `Bearer ${listJwt}` } }],
@@ -170,12 +182,12 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
 /** Prints one backend's table with each scenario's ratios to its paired baseline. */
 export function printHttp(backend: string, rows: HttpResult[]): void {
   console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections; ${ROUNDS} rounds of ${DURATION} s, alternating with the baseline)`);
-  console.log('| scenario | req/s | p50 ms | p99 ms | baseline req/s | baseline p99 ms | × baseline req/s | × baseline p99 | non-2xx |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('| scenario | req/s | p50 ms | p99 ms | baseline req/s | baseline p99 ms | × baseline req/s | × baseline p99 | CPU µs/req (baseline) | non-2xx |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) {
     const b = row.baseline;
     console.log(
-      `| ${row.scenario} | ${fmt(row.rps, 0)} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} | ${fmt(b.rps, 0)} | ${fmt(b.p99, 1)} | ${fmt(row.rps / b.rps, 2)} | ${fmt(row.p99 / Math.max(1, b.p99), 2)} | ${row.non2xx + row.errors + b.non2xx + b.errors} |`,
+      `| ${row.scenario} | ${fmt(row.rps, 0)} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} | ${fmt(b.rps, 0)} | ${fmt(b.p99, 1)} | ${fmt(row.rps / b.rps, 2)} | ${fmt(row.p99 / Math.max(1, b.p99), 2)} | ${fmt(row.cpuUs, 0)} (${fmt(b.cpuUs, 0)}) | ${row.non2xx + row.errors + b.non2xx + b.errors} |`,
     );
   }
 }
