@@ -288,6 +288,21 @@ describe(`event outbox and webhook dispatcher (${backend})`, () => {
     expect(logs.text).not.toContain(receiver.url);
   });
 
+  it('delivers the backlog as soon as a receiver that was down answers again, not at the backed-off times', async () => {
+    let down = true;
+    // Back-off of up to a minute: without the pull-forward the backlog would wait for it.
+    const { receiver } = await harness(() => (down ? { status: 503 } : { status: 204 }), { backoff: { baseMs: 60_000, maxMs: 60_000 } });
+    const backlog: string[] = [];
+    for (let i = 0; i < 5; i++) backlog.push((await emitRequest({ marker: `backlog-${i}` })).json<{ id: string }>().id);
+    await expect.poll(async () => (await Promise.all(backlog.map(deliveryRows))).every(([row]) => (row?.attempts ?? 0) >= 1 && !row?.locked), { timeout: 10_000 }).toBe(true);
+
+    down = false;
+    // A new event is due at once; its delivery shows the receiver is back.
+    const fresh = (await emitRequest({ marker: 'after-recovery' })).json<{ id: string }>().id;
+    await expect.poll(async () => (await Promise.all([fresh, ...backlog].map(deliveryRows))).every(([row]) => row?.delivered), { timeout: 5_000 }).toBe(true);
+    expect(new Set(receiver.received.map((request) => request.headers['webhook-id']))).toEqual(new Set([fresh, ...backlog]));
+  });
+
   it('counts only 2xx as delivered: a redirect or a 4xx is retried, never followed', async () => {
     const { receiver } = await harness((_request, n) => {
       if (n === 0) return { status: 302, headers: { location: '/elsewhere' } };

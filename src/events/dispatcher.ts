@@ -76,6 +76,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   );
 
   let started = false;
+  /** Webhooks whose last delivery from this dispatcher failed. */
+  const failing = new Set<string>();
   let pollTimer: NodeJS.Timeout | undefined;
   let wakeTimer: NodeJS.Immediate | undefined;
   let loop: Promise<void> | null = null;
@@ -141,8 +143,16 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     if (outcome.delivered) {
       await db.execute(sql`UPDATE event_deliveries SET delivered_at = coalesce(delivered_at, now()), locked_until = NULL WHERE ${key}`);
       options.onDelivered?.(Date.now() - Date.parse(row.occurred_at), row.webhook_id);
+      if (failing.delete(row.webhook_id)) {
+        // The receiver is back: its backlog is due now, not at the backed-off times (up to EVENTS_RETRY_MAX away).
+        await db.execute(sql`
+          UPDATE event_deliveries SET next_attempt_at = now()
+          WHERE webhook_id = ${row.webhook_id} AND delivered_at IS NULL AND next_attempt_at > now()`);
+        wake();
+      }
       return;
     }
+    failing.add(row.webhook_id);
     const delayMs = Math.round(Math.random() * Math.min(backoff.maxMs, backoff.baseMs * 2 ** Math.min(row.attempts - 1, 40)));
     // Only while the claim is still ours (attempts unchanged): a dispatcher that took over after the lease decides.
     await db.execute(sql`
