@@ -423,6 +423,13 @@ describe('rate limiting', () => {
         }
         expect(statuses).toEqual([404, 200, 404, 200, 429]);
       }
+      // A made-up API token is checked before the limiter, as on every route: it never gets a counter of its own.
+      const junk = `${api.token.slice(0, 4)}${'x'.repeat(40)}`;
+      const junkStatuses: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        junkStatuses.push((await limited.fastify.inject({ method: 'GET', url: '/v1/integrations/github/token', headers: bearer(junk), remoteAddress: '10.2.0.1' })).statusCode);
+      }
+      expect(junkStatuses).toEqual([401, 401, 401, 401, 401, 401]);
     } finally {
       await limited.close();
     }

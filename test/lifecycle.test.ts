@@ -128,6 +128,12 @@ describe('token reads', () => {
     await t.database.db.execute(sql`DELETE FROM memberships WHERE organization_id = ${org} AND user_id = ${admin.userId}`);
     expect((await get(adminToken, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'FORBIDDEN', error: 'You are no longer a member of this organization' });
 
+    // An integration whose provider is no longer configured: 404, and no read is audited.
+    await t.database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, name, description, provider_account_id)
+      VALUES (${org}, '01JG0000000000000000000000', 'gitlab', 'GitLab', 'gone', '1')`);
+    expect((await get(c.account.token, '/v1/integrations/gitlab/token')).json()).toMatchObject({ code: 'INTEGRATION_NOT_FOUND' });
+    expect(await reads()).toBe(afterAdmin);
+
     // A session signed out: 401; a forged signature never reaches the database.
     expect((await post(c.account.token, '/v1/logout')).statusCode).toBe(200);
     expect((await get(c.account.token, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'UNAUTHENTICATED' });

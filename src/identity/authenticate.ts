@@ -55,6 +55,7 @@ export interface IdentityDeps {
 /** The pipeline's steps 6–9 (CONTRACT.md §4), filled by the identity feature. */
 export function identitySlots(deps: IdentityDeps): PipelineSlots {
   const allowedOrigins = new Set([deps.config.server.publicOrigin, ...deps.config.oauth.redirectOrigins, ...deps.config.server.corsOrigins]);
+  const knownApiTokens = new KnownTokens();
   return {
     impersonation: (request) => {
       // Only noted here: the decision waits until the caller is authenticated.
@@ -62,14 +63,20 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       if (header !== undefined) request.ctx.impersonateUserId = typeof header === 'string' ? header : '';
     },
     authentication: async (request) => {
-      const deferred = request.routeOptions.config.deferCredentialCheck ? deferrable(deps, request) : null;
+      const deferred = request.routeOptions.config.deferCredentialCheck ? deferrable(deps, request, knownApiTokens) : null;
       if (deferred) {
         request.ctx.deferredCredential = deferred;
         request.ctx.credentialKey = deferred.kind === 'jwt' ? `jwt:${deferred.sessionId}` : `api_token:${deferred.hash}`;
         return;
       }
       let principal = await authenticate(deps, request);
-      request.ctx.credentialKey = principal.kind === 'api_token' ? `api_token:${hashToken(bearerToken(request) ?? '')}` : `${principal.kind}:${principal.credentialId}`;
+      if (principal.kind === 'api_token') {
+        const hash = hashToken(bearerToken(request) ?? '');
+        knownApiTokens.add(hash);
+        request.ctx.credentialKey = `api_token:${hash}`;
+      } else {
+        request.ctx.credentialKey = `${principal.kind}:${principal.credentialId}`;
+      }
       if (request.ctx.impersonateUserId !== null) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
       request.ctx.principal = principal;
     },
@@ -182,15 +189,39 @@ function bearerToken(request: FastifyRequest): string | null {
 }
 
 /**
- * The credential's database-free part, for a route that checks the rest itself: a
- * session JWT's signature and claims, or an API token's hash. Null (take the usual path)
- * for cookies, PATs, and requests naming an organization or a user to impersonate.
+ * Hashes of API tokens this process has seen pass the usual check (the most recent
+ * 10,000). Only those are deferred: the rate limiter counts a deferred token by its hash
+ * before the database has seen it, and made-up tokens must not get counters of their own
+ * (they would also push real ones out of the limiter's store).
  */
-function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyRequest): DeferredCredential | null {
+class KnownTokens {
+  private readonly hashes = new Set<string>();
+
+  add(hash: string): void {
+    this.hashes.delete(hash);
+    if (this.hashes.size >= 10_000) this.hashes.delete(this.hashes.values().next().value as string);
+    this.hashes.add(hash);
+  }
+
+  has(hash: string): boolean {
+    return this.hashes.has(hash);
+  }
+}
+
+/**
+ * The credential's database-free part, for a route that checks the rest itself: a
+ * session JWT's signature and claims, or the hash of an API token seen valid before. Null
+ * (take the usual path) for cookies, PATs, API tokens not seen yet, and requests naming
+ * an organization or a user to impersonate.
+ */
+function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyRequest, knownApiTokens: KnownTokens): DeferredCredential | null {
   if (request.headers['x-organization-id'] !== undefined || request.ctx.impersonateUserId !== null) return null;
   const token = bearerToken(request);
   if (token === null || token.startsWith(PAT_PREFIX)) return null;
-  if (token.startsWith(API_TOKEN_PREFIX)) return { kind: 'api_token', hash: hashToken(token) };
+  if (token.startsWith(API_TOKEN_PREFIX)) {
+    const hash = hashToken(token);
+    return knownApiTokens.has(hash) ? { kind: 'api_token', hash } : null;
+  }
   const claims = deps.sessionTokens.verify(token);
   if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
   return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };

@@ -218,16 +218,17 @@ export class TokenLifecycle {
     roles: readonly Role[],
     audit: { action: string; requestId: string },
   ): Promise<{ principal: Principal; current: Current | null }> {
+    const provider = this.services.providers.get(providerId);
     const [found] = await USE_AS[credential.kind].rows(this.services.db, {
       ...callerValues(credential),
       roles,
-      providerId,
+      // A provider no longer configured matches no row: the caller is still checked, nothing is read or audited.
+      providerId: provider ? providerId : '',
       secretName: accessTokenName(providerId),
       credentialKind: credential.kind,
       ...auditValues(audit.action, audit.requestId, providerId),
     });
     const principal = principalFromCaller(credential, found?.caller);
-    const provider = this.services.providers.get(providerId);
     const current = found?.integration && provider ? this.fromUseRow({ ...found, integration: found.integration }, provider) : null;
     return { principal, current };
   }

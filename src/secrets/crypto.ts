@@ -43,8 +43,8 @@ function associatedData(keyId: string, binding: SecretBinding): Buffer {
 }
 
 const masterObjects = new WeakMap<Buffer, KeyObject>();
-/** Record keys of recently opened secrets, by key id and salt (a salt is never reused). */
-const recordKeys = new Map<string, KeyObject>();
+/** Record keys of recently opened secrets, per master key, by salt (a salt is never reused). */
+const recordKeys = new WeakMap<Buffer, Map<string, KeyObject>>();
 const RECORD_KEY_CACHE = 10_000;
 
 /**
@@ -67,16 +67,20 @@ function recordKey(master: Buffer, salt: Buffer): KeyObject {
  * again and again derives its key once. The master keys are in memory anyway; a derived
  * key opens only its own record.
  */
-function openingKey(keyId: string, master: Buffer, salt: string): KeyObject {
-  const cacheKey = `${keyId}.${salt}`;
-  let key = recordKeys.get(cacheKey);
+function openingKey(master: Buffer, salt: string): KeyObject {
+  let cache = recordKeys.get(master);
+  if (!cache) {
+    cache = new Map();
+    recordKeys.set(master, cache);
+  }
+  let key = cache.get(salt);
   if (key) {
-    recordKeys.delete(cacheKey);
+    cache.delete(salt);
   } else {
     key = recordKey(master, Buffer.from(salt, 'base64url'));
-    if (recordKeys.size >= RECORD_KEY_CACHE) recordKeys.delete(recordKeys.keys().next().value as string);
+    if (cache.size >= RECORD_KEY_CACHE) cache.delete(cache.keys().next().value as string);
   }
-  recordKeys.set(cacheKey, key);
+  cache.set(salt, key);
   return key;
 }
 
@@ -102,7 +106,7 @@ export function open(keyring: Keyring, binding: SecretBinding, sealed: Sealed): 
   const data = Buffer.from(body, 'base64url');
   if (data.length < 16) throw new SecretDecryptionError('truncated secret envelope');
   try {
-    const decipher = createDecipheriv('aes-256-gcm', openingKey(sealed.keyId, master, salt), Buffer.from(iv, 'base64url'));
+    const decipher = createDecipheriv('aes-256-gcm', openingKey(master, salt), Buffer.from(iv, 'base64url'));
     decipher.setAAD(associatedData(sealed.keyId, binding));
     decipher.setAuthTag(data.subarray(data.length - 16));
     return Buffer.concat([decipher.update(data.subarray(0, data.length - 16)), decipher.final()]).toString('utf8');
