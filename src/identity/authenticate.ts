@@ -104,37 +104,27 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
   };
 }
 
-interface SessionRow {
-  user_id: string;
-  system_admin: boolean;
-  active: boolean;
-  role: Role | null;
-}
-
-const SESSION_CHECK = new HotStatement<SessionRow>(
-  sql`SELECT u.id AS user_id, u.system_admin, (s.revoked_at IS NULL AND s.expires_at > now()) AS active, m.role
-      FROM sessions s
-      JOIN users u ON u.id = s.user_id
-      LEFT JOIN memberships m ON m.organization_id = ${sql.placeholder('organizationId')} AND m.user_id = s.user_id
-      WHERE s.id = ${sql.placeholder('sessionId')} AND s.user_id = ${sql.placeholder('userId')}`,
-);
-
-/** The session JWT's caller, or 401; a removed member gets 403 at once. */
-export async function principalFromSessionToken(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, token: string, viaCookie: boolean): Promise<Principal> {
+/** A session JWT's database-free part: its verified claims, or 401. */
+function sessionCredential(deps: Pick<IdentityDeps, 'sessionTokens'>, token: string): DeferredCredential {
   const claims = deps.sessionTokens.verify(token);
   if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
-  const [row] = await SESSION_CHECK.rows(deps.db, { organizationId: claims.org, sessionId: claims.sid, userId: claims.sub });
-  if (!row?.active) throw new AppError('UNAUTHENTICATED', { message: 'The session has ended; sign in again' });
-  if (!row.role) throw new AppError('FORBIDDEN', { message: 'You are no longer a member of this organization' });
-  return {
-    kind: 'jwt',
-    userId: row.user_id,
-    organizationId: claims.org,
-    role: row.role,
-    credentialId: claims.sid,
-    systemAdmin: row.system_admin,
-    viaCookie,
-  };
+  return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };
+}
+
+/** The usual path: a credential's `callerCheck` as a statement of its own. */
+const CALLER_CHECK = {
+  jwt: new HotStatement<CallerColumns>(sql`WITH ${callerCheck('jwt')} SELECT * FROM caller`),
+  api_token: new HotStatement<CallerColumns>(sql`WITH ${callerCheck('api_token')} SELECT * FROM caller`),
+};
+
+async function checkCredential(db: Db, credential: DeferredCredential, viaCookie = false): Promise<Principal> {
+  const [row] = await CALLER_CHECK[credential.kind].rows(db, callerValues(credential));
+  return principalFromCaller(credential, row, viaCookie);
+}
+
+/** The session JWT's caller, or 401; a removed member gets 403 at once. */
+export function principalFromSessionToken(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, token: string, viaCookie: boolean): Promise<Principal> {
+  return checkCredential(deps.db, sessionCredential(deps, token), viaCookie);
 }
 
 interface PatRow {
@@ -146,25 +136,6 @@ interface PatRow {
   organization_id: string;
   role: Role | null;
 }
-
-interface ApiTokenRow {
-  organization_id: string;
-  id: string;
-  active: boolean;
-}
-
-const API_TOKEN_CHECK = new HotStatement<ApiTokenRow>(
-  sql`WITH t AS (
-        SELECT organization_id, id, (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS active
-        FROM api_tokens WHERE token_hash = ${sql.placeholder('hash')}
-      ), touch AS (
-        UPDATE api_tokens SET last_used_at = now()
-        WHERE token_hash = ${sql.placeholder('hash')} AND revoked_at IS NULL
-          AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
-        RETURNING 1
-      )
-      SELECT * FROM t`,
-);
 
 /**
  * For public routes that accept credentials without requiring them (the OAuth
@@ -222,9 +193,7 @@ function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyR
     const hash = hashToken(token);
     return knownApiTokens.has(hash) ? { kind: 'api_token', hash } : null;
   }
-  const claims = deps.sessionTokens.verify(token);
-  if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
-  return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };
+  return sessionCredential(deps, token);
 }
 
 /**
@@ -274,7 +243,7 @@ export interface CallerColumns {
 }
 
 /** The principal a `callerCheck` row establishes, with the usual path's 401 and 403. */
-export function principalFromCaller(credential: DeferredCredential, row: CallerColumns | undefined): Principal {
+export function principalFromCaller(credential: DeferredCredential, row: CallerColumns | undefined, viaCookie = false): Principal {
   if (!row?.caller_active || !row.caller_organization_id || !row.caller_credential_id) {
     throw new AppError('UNAUTHENTICATED', { message: credential.kind === 'jwt' ? 'The session has ended; sign in again' : 'Invalid, expired or revoked token' });
   }
@@ -286,7 +255,7 @@ export function principalFromCaller(credential: DeferredCredential, row: CallerC
     role: row.caller_role,
     credentialId: row.caller_credential_id,
     systemAdmin: row.caller_system_admin === true,
-    viaCookie: false,
+    viaCookie,
   };
 }
 
@@ -344,19 +313,9 @@ async function personalAccessToken(db: Db, request: FastifyRequest, token: strin
 }
 
 async function apiToken(db: Db, request: FastifyRequest, token: string): Promise<Principal> {
-  const hash = hashToken(token);
-  const [row] = await API_TOKEN_CHECK.rows(db, { hash });
-  if (!row?.active) throw new AppError('UNAUTHENTICATED', { message: 'Invalid, expired or revoked token' });
-  assertOrganizationHeader(request, row.organization_id);
-  return {
-    kind: 'api_token',
-    userId: null,
-    organizationId: row.organization_id,
-    role: 'admin',
-    credentialId: row.id,
-    systemAdmin: false,
-    viaCookie: false,
-  };
+  const principal = await checkCredential(db, { kind: 'api_token', hash: hashToken(token) });
+  assertOrganizationHeader(request, principal.organizationId);
+  return principal;
 }
 
 interface TargetRow {
