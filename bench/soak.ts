@@ -17,18 +17,12 @@ import pg from 'pg';
 import { ulid } from 'ulidx';
 import { openPglite } from '../src/db/client.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
-import { baseEnv, providerEnv, sleep, spawnService, waitReady } from './faults/lib.ts';
+import { baseEnv, connectProvider, percentile, providerEnv, registerAndLogin, sleep, spawnService, waitReady } from './faults/lib.ts';
 import { fmt } from './lib.ts';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 300);
 const WARMUP_SECONDS = Math.min(60, Math.floor(SECONDS / 5));
 const USERS = 20;
-
-function percentile(values: number[], p: number): number {
-  if (values.length === 0) return 0;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-}
 
 /** Resident set size of a process, in MiB, from /proc. */
 function rssMb(pid: number): number {
@@ -116,19 +110,11 @@ export async function soak(): Promise<Record<string, number | string>> {
   try {
     await waitReady(service);
     const base = service.url;
-    const post = async (path: string, body: unknown, token?: string) =>
-      (await fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) })).json() as Promise<Record<string, any>>;
-
     const tokens: string[] = [];
     for (let i = 0; i < USERS; i++) {
-      const login = `soak${i}`;
-      fake.addUser({ login, email: `${login}@example.com` });
-      await post('/v1/register', { email: `${login}@example.com`, password: 'soak test password' });
-      const session = await post('/v1/login', { email: `${login}@example.com`, password: 'soak test password' });
-      const start = await post('/v1/integrations/oauth/start', { provider: 'github', redirectUri: 'http://127.0.0.1:8080/' }, session.accessToken);
-      const approved = fake.authorize(start.authUrl, login);
-      await post('/v1/integrations/oauth/callback', { provider: 'github', code: approved.code, state: approved.state }, session.accessToken);
-      tokens.push(session.accessToken);
+      const { token } = await registerAndLogin(base, `soak${i}@example.com`);
+      await connectProvider(base, token, fake, `soak${i}`);
+      tokens.push(token);
     }
     // The fake keeps a log of every request for the tests; a soak has no use for it.
     fake.requests.length = 0;

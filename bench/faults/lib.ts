@@ -4,19 +4,17 @@
  * HTTP helpers, accounts and connected integrations through the loopback fakes, and a
  * small check/report helper. Everything listens on 127.0.0.1 only.
  */
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { FakeProvider } from '../../test/fakes/common.ts';
 export { providerEnv } from '../../test/fakes/common.ts';
-import { freePort } from '../../test/helpers/process.ts';
+import { freePort, ROOT, type ServiceProcess, spawnService, waitFor } from '../../test/helpers/process.ts';
 
-export { freePort };
+export { freePort, ROOT };
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const run = promisify(execFile);
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -122,68 +120,12 @@ export function backendArg(): 'pg' | 'pglite' {
 // ---------------------------------------------------------------------------
 // The service as a child process.
 
-export interface Service {
-  child: ChildProcess;
-  port: number;
-  url: string;
-  output(): string;
-  exited: Promise<number | null>;
-  /** Sends `signal` (default SIGTERM) and waits for the exit. */
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
-}
-
-/** Spawns `bin/tessera.mjs` on this Node (the pinned Node 24), on `port` or a free one. */
-export async function spawnService(env: Record<string, string>, options: { port?: number } = {}): Promise<Service> {
-  const port = options.port ?? (await freePort());
-  const child = spawn(process.execPath, ['bin/tessera.mjs'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  // The last 256 KiB of output: enough to explain a failure, bounded over a long run.
-  let out = '';
-  const keep = (chunk: Buffer) => {
-    out = (out + chunk.toString()).slice(-262_144);
-  };
-  child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const kill = () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  };
-  process.on('exit', kill);
-  return {
-    child,
-    port,
-    url: `http://127.0.0.1:${port}`,
-    output: () => out,
-    exited,
-    stop: async (signal = 'SIGTERM') => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      const code = await exited;
-      process.off('exit', kill);
-      return code;
-    },
-  };
-}
+export type { ServiceProcess as Service } from '../../test/helpers/process.ts';
+export { spawnService };
 
 /** Polls `/readyz` until 200, the process exits, or the deadline passes. */
-export async function waitReady(service: Service, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (service.child.exitCode !== null || service.child.signalCode !== null) {
-      throw new Error(`service exited (${service.child.exitCode ?? service.child.signalCode}):\n${service.output()}`);
-    }
-    try {
-      const res = await fetch(`${service.url}/readyz`, { signal: AbortSignal.timeout(2000) });
-      await res.arrayBuffer();
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for /readyz:\n${service.output()}`);
+export function waitReady(service: ServiceProcess, timeoutMs = 30_000): Promise<void> {
+  return waitFor(service, '/readyz', 200, timeoutMs);
 }
 
 /** Settings every fault run shares; `extra` wins. */

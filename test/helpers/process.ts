@@ -23,10 +23,15 @@ export interface ServiceProcess {
   output(): string;
   /** Resolves with the exit code. */
   exited: Promise<number | null>;
+  /** Sends `signal` (default SIGTERM) and waits for the exit. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Spawns the service the way `npm start` does, on the pinned Node (process.execPath). */
+/**
+ * Spawns the service the way `npm start` does, on the pinned Node (process.execPath), on
+ * `port` or a free one. Keeps the last 256 KiB of its output (enough to explain a failure,
+ * bounded over a long run); a process `exit` hook kills it if the caller never stops it.
+ */
 export async function spawnService(env: Record<string, string>, options: { port?: number } = {}): Promise<ServiceProcess> {
   const port = options.port ?? (await freePort());
   const child = spawn(process.execPath, ['bin/tessera.mjs'], {
@@ -35,9 +40,17 @@ export async function spawnService(env: Record<string, string>, options: { port?
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const keep = (chunk: Buffer) => {
+    out = (out + chunk.toString()).slice(-262_144);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const running = () => child.exitCode === null && child.signalCode === null;
+  const kill = () => {
+    if (running()) child.kill('SIGKILL');
+  };
+  process.on('exit', kill);
   return {
     child,
     port,
@@ -45,8 +58,10 @@ export async function spawnService(env: Record<string, string>, options: { port?
     output: () => out,
     exited,
     stop: async (signal = 'SIGTERM') => {
-      if (child.exitCode === null) child.kill(signal);
-      return exited;
+      if (running()) child.kill(signal);
+      const code = await exited;
+      process.off('exit', kill);
+      return code;
     },
   };
 }
@@ -55,9 +70,12 @@ export async function spawnService(env: Record<string, string>, options: { port?
 export async function waitFor(service: ServiceProcess, path = '/readyz', status = 200, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (service.child.exitCode !== null) throw new Error(`service exited (${service.child.exitCode}):\n${service.output()}`);
+    if (service.child.exitCode !== null || service.child.signalCode !== null) {
+      throw new Error(`service exited (${service.child.exitCode ?? service.child.signalCode}):\n${service.output()}`);
+    }
     try {
-      const res = await fetch(service.url + path);
+      const res = await fetch(service.url + path, { signal: AbortSignal.timeout(2000) });
+      await res.arrayBuffer();
       if (res.status === status) return;
     } catch {
       // not listening yet
