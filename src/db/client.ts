@@ -172,25 +172,14 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
 const dialect = new PgDialect();
 const statementName = (text: string) => `t_${createHash('sha1').update(text).digest('base64url')}`;
 
-/**
- * `queryRows` for statements on the hot paths: on PostgreSQL the statement is prepared
- * once per connection, named after its text, so the server parses it once and reuses its
- * plan — planning was most of the database's time on a token read. Only for statements
- * whose text does not vary with the data (a bounded set of names per connection).
- * PGlite runs it as `queryRows` does.
- */
-export async function queryPrepared<T>(db: Db, query: SQL): Promise<T[]> {
-  const built = dialect.sqlToQuery(query);
-  const prepared = db._.session.prepareQuery(built, undefined, statementName(built.sql), false);
-  return ((await prepared.execute()) as unknown as { rows: T[] }).rows;
-}
-
 type Prepared = ReturnType<Db['_']['session']['prepareQuery']>;
 
 /**
- * A statement of the hottest paths, written once with `sql.placeholder(name)` for its
- * values: its text is built once (not per call), and it is prepared as `queryPrepared`
- * prepares, once per database handle.
+ * A statement of the hot paths (authentication, token reads), written once with
+ * `sql.placeholder(name)` for its values: its text is built once, and on PostgreSQL it is
+ * prepared once per connection, named after its text, so the server parses it once and
+ * reuses its plan — planning was most of the database's time on a token read. PGlite
+ * ignores the name.
  */
 export class HotStatement<T> {
   private readonly query: ReturnType<PgDialect['sqlToQuery']>;

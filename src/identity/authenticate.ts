@@ -2,7 +2,7 @@ import type {} from '@fastify/cookie';
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../config/load.ts';
 import type { SQL } from 'drizzle-orm';
-import { type Db, HotStatement, queryPrepared, queryRows, sql } from '../db/client.ts';
+import { type Db, HotStatement, queryRows, sql } from '../db/client.ts';
 import { recordAudit } from '../audit/audit.ts';
 import type { Principal, Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
@@ -276,26 +276,25 @@ async function authenticate(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, re
   return principal;
 }
 
+const PAT_CHECK = new HotStatement<PatRow>(
+  sql`WITH t AS (
+        SELECT p.id, p.user_id, p.organization_ids, u.system_admin,
+               (p.revoked_at IS NULL AND (p.expires_at IS NULL OR p.expires_at > now())) AS active,
+               COALESCE(${sql.placeholder('wanted')}::text, p.organization_ids[1]) AS organization_id
+        FROM personal_access_tokens p JOIN users u ON u.id = p.user_id
+        WHERE p.token_hash = ${sql.placeholder('hash')}
+      ), touch AS (
+        UPDATE personal_access_tokens SET last_used_at = now()
+        WHERE token_hash = ${sql.placeholder('hash')} AND revoked_at IS NULL
+          AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+        RETURNING 1
+      )
+      SELECT t.*, m.role FROM t
+      LEFT JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id`,
+);
+
 async function personalAccessToken(db: Db, request: FastifyRequest, token: string): Promise<Principal> {
-  const wanted = organizationHeader(request);
-  const hash = hashToken(token);
-  const [row] = await queryPrepared<PatRow>(
-    db,
-    sql`WITH t AS (
-          SELECT p.id, p.user_id, p.organization_ids, u.system_admin,
-                 (p.revoked_at IS NULL AND (p.expires_at IS NULL OR p.expires_at > now())) AS active,
-                 COALESCE(${wanted}::text, p.organization_ids[1]) AS organization_id
-          FROM personal_access_tokens p JOIN users u ON u.id = p.user_id
-          WHERE p.token_hash = ${hash}
-        ), touch AS (
-          UPDATE personal_access_tokens SET last_used_at = now()
-          WHERE token_hash = ${hash} AND revoked_at IS NULL
-            AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
-          RETURNING 1
-        )
-        SELECT t.*, m.role FROM t
-        LEFT JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id`,
-  );
+  const [row] = await PAT_CHECK.rows(db, { wanted: organizationHeader(request), hash: hashToken(token) });
   if (!row?.active) throw new AppError('UNAUTHENTICATED', { message: 'Invalid, expired or revoked token' });
   if (!row.organization_ids.includes(row.organization_id)) {
     throw new AppError('FORBIDDEN', { message: 'This token is not valid for that organization' });
