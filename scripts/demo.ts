@@ -18,6 +18,7 @@ import { webRoutes } from '../src/web/routes.ts';
 import { type FakeProvider, providerEnv } from '../test/fakes/common.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
 import { startFakeSlack } from '../test/fakes/slack.ts';
+import { freePort } from '../test/helpers/process.ts';
 
 const DEMO_EMAIL = 'demo@example.com';
 const DEMO_PASSWORD = 'tessera-demo-password';
@@ -30,17 +31,6 @@ function portTaken(port: number): Promise<boolean> {
     const probe = createServer();
     probe.once('error', () => resolve(true));
     probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(false)));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
   });
 }
 
