@@ -6,6 +6,7 @@ import { requireRole } from '../identity/authorize.ts';
 import type { Services } from '../services.ts';
 import type { Current } from './lifecycle.ts';
 import { ProviderError } from './providers/types.ts';
+import { readCapped } from './providers/registry.ts';
 
 /** Largest proxied answer, after decompression. */
 export const PROXY_MAX_BYTES = 10 * 1024 * 1024;
@@ -168,25 +169,12 @@ async function callProvider(services: Services, current: Current, target: URL, r
     services.logger.warn({ provider: current.provider.id, integrationId: current.row.id, kind: 'transient' }, 'proxied call failed');
     throw new AppError('PROVIDER_ERROR', { cause: new ProviderError('transient', 'provider unreachable', { cause: error }) });
   }
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  if (response.body) {
-    const reader = response.body.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        size += value.byteLength;
-        if (size > PROXY_MAX_BYTES) {
-          await reader.cancel();
-          throw new AppError('PROVIDER_ERROR', { message: 'The provider answer is larger than 10 MiB' });
-        }
-        chunks.push(value);
-      }
-    } catch (error) {
-      if (error instanceof AppError) throw error;
-      throw new AppError('PROVIDER_ERROR', { cause: error });
-    }
+  let answer: Buffer | null;
+  try {
+    answer = await readCapped(response, PROXY_MAX_BYTES);
+  } catch (error) {
+    throw new AppError('PROVIDER_ERROR', { cause: error });
   }
-  return { status: response.status, headers: response.headers, body: Buffer.concat(chunks) };
+  if (!answer) throw new AppError('PROVIDER_ERROR', { message: 'The provider answer is larger than 10 MiB' });
+  return { status: response.status, headers: response.headers, body: answer };
 }

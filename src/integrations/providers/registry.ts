@@ -104,17 +104,19 @@ export async function providerRequest(url: string, init: RequestInit, timeoutMs:
     throw new ProviderError('transient', timedOut ? 'provider timed out' : 'provider unreachable', { cause: error });
   }
   try {
-    const body = await readCapped(response, MAX_BODY);
-    return { status: response.status, headers: response.headers, body };
+    const bytes = await readCapped(response, MAX_BODY);
+    if (!bytes) throw new Error('provider answer too large');
+    return { status: response.status, headers: response.headers, body: bytes.toString('utf8') };
   } catch (error) {
     throw new ProviderError('transient', 'provider answer could not be read', { status: response.status, cause: error });
   }
 }
 
-async function readCapped(response: Response, limit: number): Promise<string> {
-  if (!response.body) return '';
-  const reader = response.body.getReader();
+/** The whole body, or null when it is larger than `limit` bytes (reading stops there); read errors throw. */
+export async function readCapped(response: Response, limit: number): Promise<Buffer | null> {
   const chunks: Uint8Array[] = [];
+  if (!response.body) return Buffer.alloc(0);
+  const reader = response.body.getReader();
   let size = 0;
   for (;;) {
     const { done, value } = await reader.read();
@@ -122,9 +124,9 @@ async function readCapped(response: Response, limit: number): Promise<string> {
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel();
-      throw new Error('provider answer too large');
+      return null;
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
