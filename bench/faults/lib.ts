@@ -278,6 +278,14 @@ export class Report {
     if (process.env.FAULTS_VERBOSE) console.log(`--- ${label}\n${output}--- end of ${label}`);
   }
 
+  /** Checks that none of `secrets` is in the service's log, then prints it when FAULTS_VERBOSE is set. */
+  checkLogClean(name: string, log: string, secrets: (string | undefined)[]): boolean {
+    const leaks = leaked(log, secrets);
+    const ok = this.check(name, leaks.length === 0, leaks.length ? `found: ${leaks.map((leak) => leak.slice(0, 12)).join(', ')}` : `${log.split('\n').length - 1} log lines scanned`);
+    this.log('service log', log);
+    return ok;
+  }
+
   finish(error?: unknown): void {
     if (error) this.check('script ran to the end', false, error instanceof Error ? (error.stack ?? error.message).split('\n').slice(0, 6).join(' | ') : String(error));
     const seconds = ((Date.now() - this.started) / 1000).toFixed(1);

@@ -109,10 +109,8 @@ try {
   const refreshed = await call(base, 'POST', '/v1/integrations/github/refresh', { token: ghOrg.token });
   report.check('after both faults a GitHub refresh works (the refresh token survived)', refreshed.status === 200, `${refreshed.status}`);
 
-  const log = service.output();
-  const logLeaks = leaked(log, [...PROVIDER_TEXT, ...[gh, slack].flatMap((f) => ['garbagegh', 'garbageslack'].flatMap((l) => f.tokensOf(l).flatMap((t) => [t.accessToken, t.refreshToken]))), gh.clientSecret, slack.clientSecret]);
-  report.check('no provider body, token or client secret in the service log (LOG_LEVEL=info)', logLeaks.length === 0, logLeaks.length ? `found: ${logLeaks.map((l) => l.slice(0, 12)).join(', ')}` : `${log.split('\n').length - 1} lines scanned`);
-  report.log('service log', log);
+  const providerTokens = [gh, slack].flatMap((f) => ['garbagegh', 'garbageslack'].flatMap((l) => f.tokensOf(l).flatMap((t) => [t.accessToken, t.refreshToken])));
+  report.checkLogClean('no provider body, token or client secret in the service log (LOG_LEVEL=info)', service.output(), [...PROVIDER_TEXT, ...providerTokens, gh.clientSecret, slack.clientSecret]);
   report.finish();
 } catch (error) {
   report.finish(error);
