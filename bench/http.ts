@@ -18,7 +18,7 @@ import { createLogger } from '../src/http/logging.ts';
 import { replaceSecrets } from '../src/integrations/secrets.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
 import { openBenchDatabase } from './validation.ts';
-import { fmt } from './lib.ts';
+import { fmt, postgresCpuUs } from './lib.ts';
 
 const BASELINE = new HotStatement(sql`SELECT id, name FROM organizations WHERE id = ${sql.placeholder('id')}`);
 
@@ -30,6 +30,8 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 interface Measured {
   /** CPU time of this process (app and autocannon) per request, µs: less noisy than req/s on a shared host. */
   cpuUs: number;
+  /** CPU time of the local PostgreSQL server per request, µs (NaN when it is not local or not PostgreSQL). */
+  dbCpuUs: number;
   rps: number;
   p50: number;
   p99: number;
@@ -47,6 +49,7 @@ type Request = { method?: string; headers?: Record<string, string>; body?: strin
 
 async function run(url: string, options: Request): Promise<Measured> {
   const cpu = process.cpuUsage();
+  const db = postgresCpuUs();
   const result = await autocannon({
     url,
     method: (options.method ?? 'GET') as 'GET',
@@ -56,13 +59,16 @@ async function run(url: string, options: Request): Promise<Measured> {
     duration: DURATION,
   });
   const used = process.cpuUsage(cpu);
-  return { cpuUs: (used.user + used.system) / Math.max(1, result.requests.total), rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
+  const dbAfter = postgresCpuUs();
+  const requests = Math.max(1, result.requests.total);
+  const dbCpuUs = db !== null && dbAfter !== null ? (dbAfter - db) / requests : Number.NaN;
+  return { cpuUs: (used.user + used.system) / requests, dbCpuUs, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
 }
 
 /** Means over rounds (latency percentiles averaged round by round). */
 function mean(runs: Measured[]): Measured {
   const avg = (pick: (m: Measured) => number) => runs.reduce((sum, m) => sum + pick(m), 0) / runs.length;
-  return { cpuUs: avg((m) => m.cpuUs), rps: avg((m) => m.rps), p50: avg((m) => m.p50), p99: avg((m) => m.p99), non2xx: avg((m) => m.non2xx) * runs.length, errors: avg((m) => m.errors) * runs.length };
+  return { cpuUs: avg((m) => m.cpuUs), dbCpuUs: avg((m) => m.dbCpuUs), rps: avg((m) => m.rps), p50: avg((m) => m.p50), p99: avg((m) => m.p99), non2xx: avg((m) => m.non2xx) * runs.length, errors: avg((m) => m.errors) * runs.length };
 }
 
 /**
@@ -182,12 +188,12 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
 /** Prints one backend's table with each scenario's ratios to its paired baseline. */
 export function printHttp(backend: string, rows: HttpResult[]): void {
   console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections; ${ROUNDS} rounds of ${DURATION} s, alternating with the baseline)`);
-  console.log('| scenario | req/s | p50 ms | p99 ms | baseline req/s | baseline p99 ms | × baseline req/s | × baseline p99 | CPU µs/req (baseline) | non-2xx |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  console.log('| scenario | req/s | p50 ms | p99 ms | baseline req/s | baseline p99 ms | × baseline req/s | × baseline p99 | CPU µs/req (baseline) | PostgreSQL CPU µs/req (baseline) | non-2xx |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) {
     const b = row.baseline;
     console.log(
-      `| ${row.scenario} | ${fmt(row.rps, 0)} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} | ${fmt(b.rps, 0)} | ${fmt(b.p99, 1)} | ${fmt(row.rps / b.rps, 2)} | ${fmt(row.p99 / Math.max(1, b.p99), 2)} | ${fmt(row.cpuUs, 0)} (${fmt(b.cpuUs, 0)}) | ${row.non2xx + row.errors + b.non2xx + b.errors} |`,
+      `| ${row.scenario} | ${fmt(row.rps, 0)} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} | ${fmt(b.rps, 0)} | ${fmt(b.p99, 1)} | ${fmt(row.rps / b.rps, 2)} | ${fmt(row.p99 / Math.max(1, b.p99), 2)} | ${fmt(row.cpuUs, 0)} (${fmt(b.cpuUs, 0)}) | ${Number.isNaN(row.dbCpuUs) ? '–' : `${fmt(row.dbCpuUs, 0)} (${fmt(b.dbCpuUs, 0)})`} | ${row.non2xx + row.errors + b.non2xx + b.errors} |`,
     );
   }
 }

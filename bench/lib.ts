@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 
 /** Peak RSS sampled every 25 ms while `fn` runs. */
@@ -44,4 +45,35 @@ export async function startSlowUserApi(latencyMs: number): Promise<{ url: string
 
 export function fmt(n: number, digits = 1): string {
   return n.toFixed(digits);
+}
+
+/**
+ * CPU time (µs) used so far by this host's PostgreSQL server processes, read from /proc;
+ * null where there is no /proc or no local server. Backends that exit take their share
+ * with them, so measure while the pool's connections stay open.
+ */
+export function postgresCpuUs(): number | null {
+  let ticks = 0;
+  let found = false;
+  try {
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      } catch {
+        continue;
+      }
+      const close = stat.lastIndexOf(')');
+      if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
+      // Fields after the command: state is 3rd overall; utime and stime are the 14th and 15th.
+      const fields = stat.slice(close + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+      found = true;
+    }
+  } catch {
+    return null;
+  }
+  // Linux reports these in USER_HZ, 100 per second on every architecture Node runs on.
+  return found ? ticks * 10_000 : null;
 }

@@ -39,7 +39,12 @@ const REFRESH_REJECTED = 'refresh token rejected';
 const FORBIDDEN_REASON = 'API access forbidden';
 const UNREACHABLE_REASON = 'provider unreachable during validation';
 
-/** Integration columns as raw SQL returns them on both backends: timestamps as epoch milliseconds. */
+/**
+ * Integration columns as raw SQL returns them on both backends: timestamps as epoch
+ * milliseconds (`RAW_COLUMNS`) or, from `row_to_json`, as ISO 8601 strings.
+ */
+type Timestamp = number | string;
+
 interface RawIntegration {
   organization_id: string;
   id: string;
@@ -52,17 +57,17 @@ interface RawIntegration {
   token_valid: boolean;
   has_refresh_token: boolean;
   last_error: string | null;
-  detected_at: number | null;
-  last_validated_at: number | null;
-  token_expires_at: number | null;
-  refresh_token_expires_at: number | null;
-  last_refreshed_at: number | null;
+  detected_at: Timestamp | null;
+  last_validated_at: Timestamp | null;
+  token_expires_at: Timestamp | null;
+  refresh_token_expires_at: Timestamp | null;
+  last_refreshed_at: Timestamp | null;
   token_version: number;
-  next_validation_at: number | null;
+  next_validation_at: Timestamp | null;
   lease_owner: string | null;
-  lease_until: number | null;
-  created_at: number;
-  updated_at: number;
+  lease_until: Timestamp | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
 }
 
 const PLAIN_FIELDS = ['organization_id', 'id', 'provider', 'name', 'description', 'scopes', 'provider_account_id', 'status', 'token_valid', 'has_refresh_token', 'last_error', 'token_version', 'lease_owner'];
@@ -70,22 +75,18 @@ const EPOCH_FIELDS = ['detected_at', 'last_validated_at', 'token_expires_at', 'r
 const epochOf = (field: string) => `(extract(epoch FROM i.${field}) * 1000)::float8`;
 const RAW_COLUMNS = sql.raw([...PLAIN_FIELDS.map((field) => `i.${field}`), ...EPOCH_FIELDS.map((field) => `${epochOf(field)} AS ${field}`)].join(', '));
 /**
- * The same fields as one `json` column named `integration` (null without a row): on the
- * hot paths one column to describe and parse instead of 22 — the driver's per-column work
- * was a visible share of a token read.
+ * A `loadForUse` row: the integration with its access token's envelope. The integration
+ * is one `row_to_json` column: one column to describe and parse instead of 22 (the
+ * driver's per-column work was a visible share of a token read), and cheaper for
+ * PostgreSQL than building the object field by field.
  */
-const RAW_JSON = sql.raw(
-  `CASE WHEN i.id IS NULL THEN NULL ELSE json_build_object(${[...PLAIN_FIELDS.map((field) => `'${field}', i.${field}`), ...EPOCH_FIELDS.map((field) => `'${field}', ${epochOf(field)}`)].join(', ')}) END AS integration`,
-);
-
-/** A `loadForUse` row: the integration with its access token's envelope. */
 type UseRow = { integration: RawIntegration; key_id: string | null; envelope: string | null };
 /** A `loadForUseAs` row: the caller's check and, when it may read, the integration. */
-type UseAsRow = { caller: CallerColumns; integration: RawIntegration | null; key_id: string | null; envelope: string | null };
+type UseAsRow = CallerColumns & { integration: RawIntegration | null; key_id: string | null; envelope: string | null };
 
 const accessTokenName = (providerId: string) => `${providerId}_access_token`;
 
-const date = (value: number | null): Date | null => (value === null ? null : new Date(value));
+const date = (value: Timestamp | null): Date | null => (value === null ? null : new Date(value));
 
 function fromRaw(raw: RawIntegration): IntegrationRow {
   return {
@@ -116,7 +117,7 @@ function fromRaw(raw: RawIntegration): IntegrationRow {
 
 const p = sql.placeholder;
 const AUDIT_COLUMNS = sql.raw('organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail');
-const USE_SELECT = sql`SELECT ${RAW_JSON}, s.key_id, s.envelope
+const USE_SELECT = sql`SELECT row_to_json(i) AS integration, s.key_id, s.envelope
   FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`;
 const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE organization_id = ${p('organizationId')} AND provider = ${p('providerId')})`;
 
@@ -131,23 +132,29 @@ const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit 
     FROM i RETURNING 1)
   ${USE_SELECT}`);
 
-/** `loadForUseAs`, one per kind of deferred credential. */
+/**
+ * `loadForUseAs`, one per kind of deferred credential: one flat join (the caller, its
+ * integration when its role may read, the envelope) feeding both the answer and the audit
+ * row — fewer plan nodes than a CTE per step, about a quarter less of PostgreSQL's time.
+ */
 const USE_AS = Object.fromEntries(
   (['jwt', 'api_token'] as const).map((kind) => [
     kind,
     new HotStatement<UseAsRow>(sql`WITH ${callerCheck(kind)},
-      i AS (
-        SELECT * FROM integrations
-        WHERE organization_id = (SELECT caller_organization_id FROM caller WHERE caller_active AND caller_role = ANY(${p('roles')}::text[]))
-          AND provider = ${p('providerId')}
+      r AS (
+        SELECT c.*, i.id AS integration_id, row_to_json(i) AS integration, s.key_id, s.envelope
+        FROM caller c
+        LEFT JOIN integrations i
+          ON c.caller_active AND c.caller_role = ANY(${p('roles')}::text[])
+          AND i.organization_id = c.caller_organization_id AND i.provider = ${p('providerId')}
+        LEFT JOIN integration_secrets s
+          ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}
       ), audit AS (
         INSERT INTO audit_logs (${AUDIT_COLUMNS})
-        SELECT i.organization_id, ${p('auditId')}, c.caller_user_id, NULL, ${p('credentialKind')}, c.caller_credential_id,
-               ${p('action')}, 'integration', i.id, ${p('requestId')}, ${p('detail')}::jsonb
-        FROM i CROSS JOIN caller c RETURNING 1)
-      SELECT row_to_json(c) AS caller, ${RAW_JSON}, s.key_id, s.envelope
-      FROM caller c LEFT JOIN i ON true LEFT JOIN integration_secrets s
-        ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`),
+        SELECT caller_organization_id, ${p('auditId')}, caller_user_id, NULL, ${p('credentialKind')}, caller_credential_id,
+               ${p('action')}, 'integration', integration_id, ${p('requestId')}, ${p('detail')}::jsonb
+        FROM r WHERE integration_id IS NOT NULL RETURNING 1)
+      SELECT * FROM r`),
   ]),
 ) as Record<DeferredCredential['kind'], HotStatement<UseAsRow>>;
 
@@ -228,7 +235,7 @@ export class TokenLifecycle {
       credentialKind: credential.kind,
       ...auditValues(audit.action, audit.requestId, providerId),
     });
-    const principal = principalFromCaller(credential, found?.caller);
+    const principal = principalFromCaller(credential, found);
     const current = found?.integration && provider ? this.fromUseRow({ ...found, integration: found.integration }, provider) : null;
     return { principal, current };
   }
