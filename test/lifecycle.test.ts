@@ -67,7 +67,15 @@ describe('token reads', () => {
       token: { accessToken: token?.accessToken, tokenType: 'Bearer', expiresAt: expect.any(String), scopes: ['read:user', 'user:email', 'repo'] },
     });
     const audit = await listAudit(t.database.db, c.account.organizationId, { first: 5 });
-    expect(audit[0]).toMatchObject({ action: 'integration.token_read', targetId: c.id });
+    expect(audit[0]).toMatchObject({
+      action: 'integration.token_read',
+      targetType: 'integration',
+      targetId: c.id,
+      actorUserId: c.account.userId,
+      credentialKind: 'jwt',
+      requestId: res.headers['x-request-id'],
+      detail: { provider: 'github' },
+    });
     expect(JSON.stringify(audit)).not.toContain(token?.accessToken);
   });
 

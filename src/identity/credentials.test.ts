@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { hashToken, newOpaqueToken, SessionTokens } from './credentials.ts';
 
 const key = (kid: string, fill: number) => ({ kid, secret: Buffer.alloc(32, fill) });
@@ -22,6 +22,34 @@ describe('SessionTokens', () => {
     const now = Math.floor(Date.now() / 1000);
     expect(tokens.verify(tokens.issue({ ...claims(), exp: now - 30 }))).not.toBeNull();
     expect(tokens.verify(tokens.issue({ ...claims(), exp: now - 90 }))).toBeNull();
+  });
+
+  it('stops accepting a remembered token once it expires', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const tokens = new SessionTokens([key('k', 3)]);
+      const token = tokens.issue({ ...claims(), exp: Math.floor(Date.now() / 1000) + 10 });
+      expect(tokens.verify(token)).toMatchObject({ sid: 'session' });
+      // Within the 60 s of skew allowed, then past it: the cached verification must not outlive the token.
+      vi.setSystemTime(Date.now() + 60_000);
+      expect(tokens.verify(token)).toMatchObject({ sid: 'session' });
+      vi.setSystemTime(Date.now() + 15_000);
+      expect(tokens.verify(token)).toBeNull();
+      expect(tokens.verify(token)).toBeNull();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('remembers a token only once it verified: a forged one stays refused', () => {
+    const tokens = new SessionTokens([key('k', 3)]);
+    const token = tokens.issue(claims());
+    const [header, payload, signature] = token.split('.');
+    const forged = `${header}.${Buffer.from(JSON.stringify({ ...claims(), sub: 'other' })).toString('base64url')}.${signature}`;
+    expect(tokens.verify(forged)).toBeNull();
+    expect(tokens.verify(token)).toMatchObject({ sub: 'user' });
+    expect(tokens.verify(forged)).toBeNull();
+    expect(tokens.verify(`${header}.${payload}.${signature}x`)).toBeNull();
   });
 
   it('rejects garbage, alg=none and tokens without the session claims', () => {

@@ -81,8 +81,12 @@ const RAW_COLUMNS = sql.raw([...PLAIN_FIELDS.map((field) => `i.${field}`), ...EP
  * PostgreSQL than building the object field by field.
  */
 type UseRow = { integration: RawIntegration; key_id: string | null; envelope: string | null };
-/** A `loadForUseAs` row: the caller's check and, when it may read, the integration. */
-type UseAsRow = CallerColumns & { integration: RawIntegration | null; key_id: string | null; envelope: string | null };
+/**
+ * A `loadForUseAs` answer: the caller's check and, when it may read, the integration —
+ * all in one `json` column, since the driver describes and parses each column of every
+ * row it receives anew.
+ */
+type UseAsRow = { r: CallerColumns & { integration: RawIntegration | null; key_id: string | null; envelope: string | null } };
 
 const accessTokenName = (providerId: string) => `${providerId}_access_token`;
 
@@ -152,9 +156,9 @@ const USE_AS = Object.fromEntries(
       ), audit AS (
         INSERT INTO audit_logs (${AUDIT_COLUMNS})
         SELECT caller_organization_id, ${p('auditId')}, caller_user_id, NULL, ${p('credentialKind')}, caller_credential_id,
-               ${p('action')}, 'integration', integration_id, ${p('requestId')}, ${p('detail')}::jsonb
+               ${p('action')}, 'integration', integration_id, ${p('requestId')}, jsonb_build_object('provider', ${p('providerId')}::text)
         FROM r WHERE integration_id IS NOT NULL RETURNING 1)
-      SELECT * FROM r`),
+      SELECT row_to_json(r) AS r FROM r`),
   ]),
 ) as Record<DeferredCredential['kind'], HotStatement<UseAsRow>>;
 
@@ -226,15 +230,19 @@ export class TokenLifecycle {
     audit: { action: string; requestId: string },
   ): Promise<{ principal: Principal; current: Current | null }> {
     const provider = this.services.providers.get(providerId);
-    const [found] = await USE_AS[credential.kind].rows(this.services.db, {
+    const [answer] = await USE_AS[credential.kind].rows(this.services.db, {
       ...callerValues(credential),
-      roles,
+      // As an array literal: role names need no quoting, and the driver's array encoder costs more.
+      roles: `{${roles.join(',')}}`,
       // A provider no longer configured matches no row: the caller is still checked, nothing is read or audited.
       providerId: provider ? providerId : '',
       secretName: accessTokenName(providerId),
       credentialKind: credential.kind,
-      ...auditValues(audit.action, audit.requestId, providerId),
+      auditId: auditId(),
+      action: audit.action,
+      requestId: audit.requestId,
     });
+    const found = answer?.r;
     const principal = principalFromCaller(credential, found);
     const current = found?.integration && provider ? this.fromUseRow({ ...found, integration: found.integration }, provider) : null;
     return { principal, current };

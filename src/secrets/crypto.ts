@@ -32,12 +32,15 @@ export class SecretDecryptionError extends Error {
  * produce the same bytes.
  */
 function associatedData(keyId: string, binding: SecretBinding): Buffer {
-  const parts = [FORMAT, keyId, binding.organizationId, binding.recordId, binding.name].map((part) => Buffer.from(part, 'utf8'));
-  const out = Buffer.alloc(parts.reduce((sum, part) => sum + 4 + part.length, 0));
+  const parts = [FORMAT, keyId, binding.organizationId, binding.recordId, binding.name];
+  let size = 0;
+  for (const part of parts) size += 4 + Buffer.byteLength(part, 'utf8');
+  const out = Buffer.allocUnsafe(size);
   let offset = 0;
   for (const part of parts) {
-    offset = out.writeUInt32BE(part.length, offset);
-    offset += part.copy(out, offset);
+    const length = out.write(part, offset + 4, 'utf8');
+    out.writeUInt32BE(length, offset);
+    offset += 4 + length;
   }
   return out;
 }
@@ -109,7 +112,7 @@ export function open(keyring: Keyring, binding: SecretBinding, sealed: Sealed): 
     const decipher = createDecipheriv('aes-256-gcm', openingKey(master, salt), Buffer.from(iv, 'base64url'));
     decipher.setAAD(associatedData(sealed.keyId, binding));
     decipher.setAuthTag(data.subarray(data.length - 16));
-    return Buffer.concat([decipher.update(data.subarray(0, data.length - 16)), decipher.final()]).toString('utf8');
+    return decipher.update(data.subarray(0, data.length - 16), undefined, 'utf8') + decipher.final('utf8');
   } catch {
     throw new SecretDecryptionError('secret failed to decrypt (wrong key, or moved from another row)');
   }
