@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { listAudit } from '../src/audit/audit.ts';
 import { queryRows } from '../src/db/client.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
@@ -98,6 +98,30 @@ describe('token reads', () => {
 
     const viaCookie = await t.fastify.inject({ method: 'GET', url: '/v1/integrations/github/token', headers: { cookie: `session=${c.account.cookies.session}` } });
     expect(viaCookie.statusCode).toBe(401);
+  });
+
+  it("records an API token's use at most once a minute on the one-statement path too", async () => {
+    const c = await connected();
+    const org = c.account.organizationId;
+    const sid = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+    const principal = { kind: 'jwt' as const, userId: c.account.userId, organizationId: org, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
+    const api = await createApiToken({ db: t.database.db, actor: { principal, requestId: null } }, { name: 'touch' });
+    const lastUsed = async () =>
+      (await queryRows<{ age: number | null }>(t.database.db, sql`SELECT extract(epoch FROM now() - last_used_at)::float8 AS age FROM api_tokens WHERE id = ${api.id}`))[0]?.age;
+    const read = async () => expect((await get(api.token, '/v1/integrations/github/token')).statusCode).toBe(200);
+    await read(); // the usual path: checked and recorded
+    expect(await lastUsed()).toBeLessThan(30);
+    await t.database.db.execute(sql`UPDATE api_tokens SET last_used_at = now() - interval '10 minutes' WHERE id = ${api.id}`);
+    await read(); // within the minute: the statement leaves the row alone
+    expect(await lastUsed()).toBeGreaterThan(500);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() + 61_000);
+      await read(); // a minute on: recorded again
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await lastUsed()).toBeLessThan(30);
   });
 
   it('checks the credential in the statement that reads the token: ended sessions, revoked tokens, removed members', async () => {

@@ -40,10 +40,13 @@ declare module 'fastify' {
   }
 }
 
-/** A credential whose database check the route runs itself. */
+/**
+ * A credential whose database check the route runs itself. An API token's `touch` says
+ * whether the check also records its use (`last_used_at`, kept to the minute).
+ */
 export type DeferredCredential =
   | { kind: 'jwt'; sessionId: string; userId: string; organizationId: string }
-  | { kind: 'api_token'; hash: string };
+  | { kind: 'api_token'; hash: string; touch: boolean };
 
 export interface IdentityDeps {
   config: Config;
@@ -72,7 +75,7 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       let principal = await authenticate(deps, request);
       if (principal.kind === 'api_token') {
         const hash = hashToken(bearerToken(request) ?? '');
-        knownApiTokens.add(hash);
+        knownApiTokens.add(hash, Date.now());
         request.ctx.credentialKey = `api_token:${hash}`;
       } else {
         request.ctx.credentialKey = `${principal.kind}:${principal.credentialId}`;
@@ -110,6 +113,14 @@ function sessionCredential(deps: Pick<IdentityDeps, 'sessionTokens'>, token: str
   if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
   return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };
 }
+
+/** Records an API token's use, at most once a minute. */
+const TOUCH_API_TOKEN = sql`, touch AS (
+          UPDATE api_tokens SET last_used_at = now()
+          WHERE token_hash = ${sql.placeholder('callerTokenHash')} AND revoked_at IS NULL
+            AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+          RETURNING 1
+        )`;
 
 /** The usual path: a credential's `callerCheck` as a statement of its own. */
 const CALLER_CHECK = {
@@ -165,17 +176,30 @@ function bearerToken(request: FastifyRequest): string | null {
  * before the database has seen it, and made-up tokens must not get counters of their own
  * (they would also push real ones out of the limiter's store).
  */
-class KnownTokens {
-  private readonly hashes = new Set<string>();
+const TOUCH_INTERVAL_MS = 60_000;
 
-  add(hash: string): void {
-    this.hashes.delete(hash);
-    if (this.hashes.size >= 10_000) this.hashes.delete(this.hashes.values().next().value as string);
-    this.hashes.add(hash);
+class KnownTokens {
+  /** Hash → when this process last had the token's use recorded (ms). */
+  private readonly touched = new Map<string, number>();
+
+  /** A token that passed the usual check, which also recorded its use. */
+  add(hash: string, now: number): void {
+    this.touched.delete(hash);
+    if (this.touched.size >= 10_000) this.touched.delete(this.touched.keys().next().value as string);
+    this.touched.set(hash, now);
   }
 
-  has(hash: string): boolean {
-    return this.hashes.has(hash);
+  /**
+   * The deferred credential for a known token, or null. Its use is recorded again (by the
+   * route's statement) only once the last record is a minute old, as the usual check does;
+   * until then the statement leaves the token's row alone, sparing it an UPDATE per read.
+   */
+  deferred(hash: string, now: number): DeferredCredential | null {
+    const last = this.touched.get(hash);
+    if (last === undefined) return null;
+    const touch = now - last >= TOUCH_INTERVAL_MS;
+    if (touch) this.touched.set(hash, now);
+    return { kind: 'api_token', hash, touch };
   }
 }
 
@@ -190,20 +214,20 @@ function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyR
   const token = bearerToken(request);
   if (token === null || token.startsWith(PAT_PREFIX)) return null;
   if (token.startsWith(API_TOKEN_PREFIX)) {
-    const hash = hashToken(token);
-    return knownApiTokens.has(hash) ? { kind: 'api_token', hash } : null;
+    return knownApiTokens.deferred(hashToken(token), Date.now());
   }
   return sessionCredential(deps, token);
 }
+
 
 /**
  * The deferred credential's check as CTEs, the first named `caller` with the columns
  * caller_active, caller_role, caller_user_id, caller_system_admin, caller_organization_id
  * and caller_credential_id — no row when the session or token does not exist. Written
  * with placeholders (`callerValues` fills them), for `HotStatement`s. An API token's use
- * is recorded as on the usual path.
+ * is recorded as on the usual path, unless `touch` is false.
  */
-export function callerCheck(kind: DeferredCredential['kind']): SQL {
+export function callerCheck(kind: DeferredCredential['kind'], touch = true): SQL {
   if (kind === 'jwt') {
     return sql`caller AS (
           SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
@@ -217,12 +241,7 @@ export function callerCheck(kind: DeferredCredential['kind']): SQL {
           SELECT (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS caller_active, 'admin'::text AS caller_role,
                  NULL::text AS caller_user_id, false AS caller_system_admin, organization_id AS caller_organization_id, id AS caller_credential_id
           FROM api_tokens WHERE token_hash = ${sql.placeholder('callerTokenHash')}
-        ), touch AS (
-          UPDATE api_tokens SET last_used_at = now()
-          WHERE token_hash = ${sql.placeholder('callerTokenHash')} AND revoked_at IS NULL
-            AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
-          RETURNING 1
-        )`;
+        )${touch ? TOUCH_API_TOKEN : sql``}`;
 }
 
 /** The values of `callerCheck`'s placeholders. */
@@ -312,7 +331,7 @@ async function personalAccessToken(db: Db, request: FastifyRequest, token: strin
 }
 
 async function apiToken(db: Db, request: FastifyRequest, token: string): Promise<Principal> {
-  const principal = await checkCredential(db, { kind: 'api_token', hash: hashToken(token) });
+  const principal = await checkCredential(db, { kind: 'api_token', hash: hashToken(token), touch: true });
   assertOrganizationHeader(request, principal.organizationId);
   return principal;
 }
