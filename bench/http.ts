@@ -187,7 +187,7 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
 
 /** Prints one backend's table with each scenario's ratios to its paired baseline. */
 export function printHttp(backend: string, rows: HttpResult[]): void {
-  console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections; ${ROUNDS} rounds of ${DURATION} s, alternating with the baseline)`);
+  console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections; ${ROUNDS} rounds of ${DURATION} s, alternating with the baseline; node ${process.execArgv.join(' ') || '(no flags)'})`);
   console.log('| scenario | req/s | p50 ms | p99 ms | baseline req/s | baseline p99 ms | × baseline req/s | × baseline p99 | CPU µs/req (baseline) | PostgreSQL CPU µs/req (baseline) | non-2xx |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) {
