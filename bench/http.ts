@@ -46,10 +46,12 @@ export interface HttpResult extends Measured {
 }
 
 type Request = { method?: string; headers?: Record<string, string>; body?: string };
+/** 'postgres' when the benchmark's PostgreSQL may be this host's (its CPU is then read from /proc). */
+type LocalDatabase = 'postgres' | null;
 
-async function run(url: string, options: Request): Promise<Measured> {
+async function run(url: string, options: Request, local: LocalDatabase = null): Promise<Measured> {
   const cpu = process.cpuUsage();
-  const db = postgresCpuUs();
+  const db = local === 'postgres' ? postgresCpuUs() : null;
   const result = await autocannon({
     url,
     method: (options.method ?? 'GET') as 'GET',
@@ -59,7 +61,7 @@ async function run(url: string, options: Request): Promise<Measured> {
     duration: DURATION,
   });
   const used = process.cpuUsage(cpu);
-  const dbAfter = postgresCpuUs();
+  const dbAfter = local === 'postgres' ? postgresCpuUs() : null;
   const requests = Math.max(1, result.requests.total);
   const dbCpuUs = db !== null && dbAfter !== null ? (dbAfter - db) / requests : Number.NaN;
   return { cpuUs: (used.user + used.system) / requests, dbCpuUs, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
@@ -75,14 +77,14 @@ function mean(runs: Measured[]): Measured {
  * A scenario against the baseline in alternating rounds, so a machine whose speed drifts
  * (shared hosts do) moves both sides of the ratio alike.
  */
-async function paired(baselineUrl: string, url: string, options: Request): Promise<Omit<HttpResult, 'scenario'>> {
+async function paired(baselineUrl: string, url: string, options: Request, local: LocalDatabase): Promise<Omit<HttpResult, 'scenario'>> {
   const base: Measured[] = [];
   const runs: Measured[] = [];
   // Warm-up of the scenario's own code paths (the JIT optimizes per function), not measured.
   await run(url, options);
   for (let round = 0; round < ROUNDS; round++) {
-    base.push(await run(baselineUrl, {}));
-    runs.push(await run(url, options));
+    base.push(await run(baselineUrl, {}, local));
+    runs.push(await run(url, options, local));
   }
   return { ...mean(runs), baseline: mean(base) };
 }
@@ -175,7 +177,7 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
     // BENCH_ONLY=token runs only the scenarios whose name contains "token".
     const only = process.env.BENCH_ONLY;
     for (const [scenario, path, options] of scenarios.filter(([name]) => !only || name.includes(only))) {
-      rows.push({ scenario, ...(await paired(`${base}/bench/baseline`, base + path, options)) });
+      rows.push({ scenario, ...(await paired(`${base}/bench/baseline`, base + path, options, database.kind === 'pg' ? 'postgres' : null)) });
     }
     await app.fastify.close();
     return { backend: database.kind, rows };

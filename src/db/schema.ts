@@ -241,5 +241,5 @@ export const oauthStates = pgTable(
     expiresAt: time('expires_at').notNull(),
     createdAt: createdAt(),
   },
-  (t) => [primaryKey({ columns: [t.organizationId, t.nonceHash] }), index('oauth_states_expires_idx').on(t.expiresAt)],
+  (t) => [primaryKey({ columns: [t.organizationId, t.nonceHash] }), index('oauth_states_organization_expires_idx').on(t.organizationId, t.expiresAt)],
 );
