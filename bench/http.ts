@@ -136,6 +136,7 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
     });
     await app.fastify.listen({ host: '127.0.0.1', port });
     const base = `http://127.0.0.1:${port}`;
+    // biome-ignore lint/suspicious/noExplicitAny: the service's answers, read loosely to set the benchmark up
     const json = (r: Response) => r.json() as Promise<Record<string, any>>;
 
     await fetch(`${base}/v1/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password: 'benchmark password' }) });

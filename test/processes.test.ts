@@ -52,6 +52,7 @@ async function api(service: ServiceProcess, method: string, path: string, option
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(service.url + path, { method, headers, ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}) });
   const text = await res.text();
+  // biome-ignore lint/suspicious/noExplicitAny: answers read loosely; the assertions check their shape
   return { status: res.status, json: text ? (JSON.parse(text) as Record<string, any>) : {}, headers: res.headers };
 }
 

@@ -2,7 +2,7 @@ import type { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 
 /** Field names whose values never reach a log line, whatever their shape. */
-const SECRET_KEY = String.raw`[^"]*(?:token|secret|password|passwd|authorization|cookie|api[_-]?key|code_verifier|client_assertion)[^"]*`;
+const SECRET_KEY = '[^"]*(?:token|secret|password|passwd|authorization|cookie|api[_-]?key|code_verifier|client_assertion)[^"]*';
 const SECRET_FIELD = new RegExp(String.raw`"(${SECRET_KEY})"\s*:\s*(?:"(?:[^"\\]|\\.)*"|\{[^{}]*\}|\[[^\[\]]*\])`, 'gi');
 
 /** Values recognizable by shape: provider tokens, our own tokens, webhook secrets, JWTs. */
