@@ -170,14 +170,15 @@ function bearerToken(request: FastifyRequest): string | null {
   return match[1];
 }
 
+/** How often an API token's use is recorded (the SQL's own condition says the same). */
+const TOUCH_INTERVAL_MS = 60_000;
+
 /**
  * Hashes of API tokens this process has seen pass the usual check (the most recent
  * 10,000). Only those are deferred: the rate limiter counts a deferred token by its hash
  * before the database has seen it, and made-up tokens must not get counters of their own
  * (they would also push real ones out of the limiter's store).
  */
-const TOUCH_INTERVAL_MS = 60_000;
-
 class KnownTokens {
   /** Hash → when this process last had the token's use recorded (ms). */
   private readonly touched = new Map<string, number>();
@@ -218,7 +219,6 @@ function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyR
   }
   return sessionCredential(deps, token);
 }
-
 
 /**
  * The deferred credential's check as CTEs, the first named `caller` with the columns

@@ -39,12 +39,10 @@ const REFRESH_REJECTED = 'refresh token rejected';
 const FORBIDDEN_REASON = 'API access forbidden';
 const UNREACHABLE_REASON = 'provider unreachable during validation';
 
-/**
- * Integration columns as raw SQL returns them on both backends: timestamps as epoch
- * milliseconds (`RAW_COLUMNS`) or, from `row_to_json`, as ISO 8601 strings.
- */
+/** Epoch milliseconds (`RAW_COLUMNS`) or, from `row_to_json`, an ISO 8601 string. */
 type Timestamp = number | string;
 
+/** Integration columns as raw SQL returns them on both backends. */
 interface RawIntegration {
   organization_id: string;
   id: string;
