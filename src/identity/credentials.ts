@@ -82,7 +82,8 @@ export class SessionTokens {
     const claims = this.verifyAnew(token);
     if (claims) {
       if (this.verified.size >= VERIFIED_CACHE) this.verified.delete(this.verified.keys().next().value as string);
-      this.verified.set(token, { claims, untilMs: claims.exp * 1000 + CLOCK_TOLERANCE_MS });
+      // Shared by every later caller of the same token: frozen, so none can change it for the others.
+      this.verified.set(token, { claims: Object.freeze(claims), untilMs: claims.exp * 1000 + CLOCK_TOLERANCE_MS });
     }
     return claims;
   }
