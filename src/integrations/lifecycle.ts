@@ -39,10 +39,12 @@ const REFRESH_REJECTED = 'refresh token rejected';
 const FORBIDDEN_REASON = 'API access forbidden';
 const UNREACHABLE_REASON = 'provider unreachable during validation';
 
-/** Epoch milliseconds (`RAW_COLUMNS`) or, from `row_to_json`, an ISO 8601 string. */
-type Timestamp = number | string;
-
-/** Integration columns as raw SQL returns them on both backends. */
+/**
+ * An integration row as `row_to_json` gives it on both backends (timestamps as ISO 8601
+ * strings): one column to describe and parse instead of 22 — the driver's per-column work
+ * was a visible share of a token read — and cheaper for PostgreSQL than building the
+ * object field by field.
+ */
 interface RawIntegration {
   organization_id: string;
   id: string;
@@ -55,29 +57,20 @@ interface RawIntegration {
   token_valid: boolean;
   has_refresh_token: boolean;
   last_error: string | null;
-  detected_at: Timestamp | null;
-  last_validated_at: Timestamp | null;
-  token_expires_at: Timestamp | null;
-  refresh_token_expires_at: Timestamp | null;
-  last_refreshed_at: Timestamp | null;
+  detected_at: string | null;
+  last_validated_at: string | null;
+  token_expires_at: string | null;
+  refresh_token_expires_at: string | null;
+  last_refreshed_at: string | null;
   token_version: number;
-  next_validation_at: Timestamp | null;
+  next_validation_at: string | null;
   lease_owner: string | null;
-  lease_until: Timestamp | null;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  lease_until: string | null;
+  created_at: string;
+  updated_at: string;
 }
 
-const PLAIN_FIELDS = ['organization_id', 'id', 'provider', 'name', 'description', 'scopes', 'provider_account_id', 'status', 'token_valid', 'has_refresh_token', 'last_error', 'token_version', 'lease_owner'];
-const EPOCH_FIELDS = ['detected_at', 'last_validated_at', 'token_expires_at', 'refresh_token_expires_at', 'last_refreshed_at', 'next_validation_at', 'lease_until', 'created_at', 'updated_at'];
-const epochOf = (field: string) => `(extract(epoch FROM i.${field}) * 1000)::float8`;
-const RAW_COLUMNS = sql.raw([...PLAIN_FIELDS.map((field) => `i.${field}`), ...EPOCH_FIELDS.map((field) => `${epochOf(field)} AS ${field}`)].join(', '));
-/**
- * A `loadForUse` row: the integration with its access token's envelope. The integration
- * is one `row_to_json` column: one column to describe and parse instead of 22 (the
- * driver's per-column work was a visible share of a token read), and cheaper for
- * PostgreSQL than building the object field by field.
- */
+/** A `loadForUse` row: the integration with its access token's envelope. */
 type UseRow = { integration: RawIntegration; key_id: string | null; envelope: string | null };
 /**
  * A `loadForUseAs` answer: the caller's check and, when it may read, the integration —
@@ -88,7 +81,7 @@ type UseAsRow = { r: CallerColumns & { integration: RawIntegration | null; key_i
 
 const accessTokenName = (providerId: string) => `${providerId}_access_token`;
 
-const date = (value: Timestamp | null): Date | null => (value === null ? null : new Date(value));
+const date = (value: string | null): Date | null => (value === null ? null : new Date(value));
 
 function fromRaw(raw: RawIntegration): IntegrationRow {
   return {
@@ -119,6 +112,8 @@ function fromRaw(raw: RawIntegration): IntegrationRow {
 
 const p = sql.placeholder;
 const AUDIT_COLUMNS = sql.raw('organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail');
+/** A token-use audit row's detail: the provider, from the statement's own `providerId`. */
+const AUDIT_DETAIL = sql`jsonb_build_object('provider', ${p('providerId')}::text)`;
 const USE_SELECT = sql`SELECT row_to_json(i) AS integration, s.key_id, s.envelope
   FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`;
 const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE organization_id = ${p('organizationId')} AND provider = ${p('providerId')})`;
@@ -130,7 +125,7 @@ const USE = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION} ${USE_SELECT}`)
 const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit AS (
     INSERT INTO audit_logs (${AUDIT_COLUMNS})
     SELECT organization_id, ${p('auditId')}, ${p('actorUserId')}, ${p('impersonatorId')}, ${p('credentialKind')}, ${p('credentialId')},
-           ${p('action')}, 'integration', id, ${p('requestId')}, ${p('detail')}::jsonb
+           ${p('action')}, 'integration', id, ${p('requestId')}, ${AUDIT_DETAIL}
     FROM i RETURNING 1)
   ${USE_SELECT}`);
 
@@ -160,14 +155,14 @@ const USE_AS = Object.fromEntries(
       ), audit AS (
         INSERT INTO audit_logs (${AUDIT_COLUMNS})
         SELECT caller_organization_id, ${p('auditId')}, caller_user_id, NULL, ${p('credentialKind')}, caller_credential_id,
-               ${p('action')}, 'integration', integration_id, ${p('requestId')}, jsonb_build_object('provider', ${p('providerId')}::text)
+               ${p('action')}, 'integration', integration_id, ${p('requestId')}, ${AUDIT_DETAIL}
         FROM r WHERE integration_id IS NOT NULL RETURNING 1)
       SELECT row_to_json(r) AS r FROM r`),
   ]),
 ) as Record<'jwt' | 'api_token' | 'api_token_untouched', HotStatement<UseAsRow>>;
 
-function auditValues(action: string, requestId: string | null, providerId: string) {
-  return { auditId: auditId(), action, requestId, detail: JSON.stringify({ provider: providerId }) };
+function auditValues(action: string, requestId: string | null) {
+  return { auditId: auditId(), action, requestId };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -209,7 +204,7 @@ export class TokenLifecycle {
     const [found] = audit
       ? await USE_AUDITED.rows(this.services.db, {
           ...values,
-          ...auditValues(audit.action, audit.actor.requestId, providerId),
+          ...auditValues(audit.action, audit.actor.requestId),
           actorUserId: principal?.userId ?? null,
           impersonatorId: principal?.impersonatorId ?? null,
           credentialKind: principal?.kind ?? null,
@@ -243,9 +238,7 @@ export class TokenLifecycle {
       providerId: provider ? providerId : '',
       secretName: accessTokenName(providerId),
       credentialKind: credential.kind,
-      auditId: auditId(),
-      action: audit.action,
-      requestId: audit.requestId,
+      ...auditValues(audit.action, audit.requestId),
     });
     const found = answer?.r;
     const principal = principalFromCaller(credential, found);
@@ -439,7 +432,7 @@ export class TokenLifecycle {
     const refreshExpiresAt = tokens.refreshToken ? refreshTokenExpiry(tokens, now) : undefined;
     // One statement — compare-and-set, replace the secrets, audit — so the window between the
     // provider's answer and a durable copy of the rotated token is a single round trip.
-    const [stored] = await queryRows<RawIntegration>(
+    const [stored] = await queryRows<{ integration: RawIntegration }>(
       this.services.db,
       sql`WITH upd AS (
             UPDATE integrations SET
@@ -464,14 +457,14 @@ export class TokenLifecycle {
             WHERE EXISTS (SELECT 1 FROM upd)
             RETURNING 1
           ), audit AS (
-            INSERT INTO audit_logs (organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail)
+            INSERT INTO audit_logs (${AUDIT_COLUMNS})
             SELECT organization_id, ${auditId()}, ${principal?.userId ?? actor.userId ?? null}, ${principal?.impersonatorId ?? null}, ${principal?.kind ?? null}, ${principal?.credentialId ?? null},
                    'integration.refreshed', 'integration', id, ${actor.requestId}, ${JSON.stringify({ provider: current.row.provider })}::jsonb
             FROM upd RETURNING 1
           )
-          SELECT ${RAW_COLUMNS}, (SELECT count(*) FROM ins)::int AS secrets_written, (SELECT count(*) FROM audit)::int AS audited FROM upd AS i`,
+          SELECT row_to_json(i) AS integration, (SELECT count(*) FROM ins)::int AS secrets_written, (SELECT count(*) FROM audit)::int AS audited FROM upd AS i`,
     );
-    const row = stored ? fromRaw(stored) : null;
+    const row = stored ? fromRaw(stored.integration) : null;
     if (!row) {
       // Only possible if our lease lapsed mid-call and another instance stored first.
       this.services.logger.error({ integrationId: id, provider: current.row.provider }, 'refreshed token lost a compare-and-set; keeping the stored one');
