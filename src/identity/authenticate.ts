@@ -6,6 +6,7 @@ import { type Db, HotStatement, queryRows, sql } from '../db/client.ts';
 import { recordAudit } from '../audit/audit.ts';
 import type { Principal, Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
+import { remember } from '../lib/bounded.ts';
 import type { PipelineSlots } from '../http/pipeline.ts';
 import type { RateLimiter } from '../http/rate-limit.ts';
 import { API_TOKEN_PREFIX, hashToken, PAT_PREFIX, type SessionTokens } from './credentials.ts';
@@ -185,9 +186,7 @@ class KnownTokens {
 
   /** A token that passed the usual check, which also recorded its use. */
   add(hash: string, now: number): void {
-    this.touched.delete(hash);
-    if (this.touched.size >= 10_000) this.touched.delete(this.touched.keys().next().value as string);
-    this.touched.set(hash, now);
+    remember(this.touched, hash, now, 10_000);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { createHmac, createSecretKey, hash, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createSigner, createVerifier } from 'fast-jwt';
 import type { JwtKey } from '../config/load.ts';
+import { remember } from '../lib/bounded.ts';
 
 export const PAT_PREFIX = 'tsp_';
 export const API_TOKEN_PREFIX = 'tsa_';
@@ -81,9 +82,8 @@ export class SessionTokens {
     }
     const claims = this.verifyAnew(token);
     if (claims) {
-      if (this.verified.size >= VERIFIED_CACHE) this.verified.delete(this.verified.keys().next().value as string);
       // Shared by every later caller of the same token: frozen, so none can change it for the others.
-      this.verified.set(token, { claims: Object.freeze(claims), untilMs: claims.exp * 1000 + CLOCK_TOLERANCE_MS });
+      remember(this.verified, token, { claims: Object.freeze(claims), untilMs: claims.exp * 1000 + CLOCK_TOLERANCE_MS }, VERIFIED_CACHE);
     }
     return claims;
   }

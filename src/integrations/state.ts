@@ -1,5 +1,5 @@
 import { createHash, createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, eq, lt } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { Keyring } from '../config/load.ts';
 import type { Db } from '../db/client.ts';
 import { oauthStates } from '../db/schema.ts';
@@ -89,9 +89,4 @@ export async function consumeState(db: Db, organizationId: string, nonceHash: st
     .where(and(eq(oauthStates.organizationId, organizationId), eq(oauthStates.nonceHash, nonceHash)))
     .returning();
   return row ?? null;
-}
-
-/** Deletes the organization's expired states. */
-export async function purgeExpiredStates(db: Db, organizationId: string): Promise<void> {
-  await db.delete(oauthStates).where(and(eq(oauthStates.organizationId, organizationId), lt(oauthStates.expiresAt, new Date())));
 }

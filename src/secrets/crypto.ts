@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, type KeyObject, randomBytes } from 'node:crypto';
 import type { Keyring } from '../config/load.ts';
+import { remember } from '../lib/bounded.ts';
 
 const FORMAT = 'v1';
 const INFO = Buffer.from('tessera secret v1');
@@ -76,14 +77,8 @@ function openingKey(master: Buffer, salt: string): KeyObject {
     cache = new Map();
     recordKeys.set(master, cache);
   }
-  let key = cache.get(salt);
-  if (key) {
-    cache.delete(salt);
-  } else {
-    key = recordKey(master, Buffer.from(salt, 'base64url'));
-    if (cache.size >= RECORD_KEY_CACHE) cache.delete(cache.keys().next().value as string);
-  }
-  cache.set(salt, key);
+  const key = cache.get(salt) ?? recordKey(master, Buffer.from(salt, 'base64url'));
+  remember(cache, salt, key, RECORD_KEY_CACHE);
   return key;
 }
 
