@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { listAudit } from '../src/audit/audit.ts';
-import { queryRows } from '../src/db/client.ts';
+import { HotStatement, queryRows } from '../src/db/client.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
 import { addMember } from '../src/organizations/organizations.ts';
 import type { FakeProvider } from './fakes/common.ts';
@@ -173,6 +173,91 @@ describe('token reads', () => {
     // Unknown providers answer 404 only to a caller who passed every check.
     expect((await get(c.account.token, '/v1/integrations/gitlab/token')).statusCode).toBe(401);
     expect(await reads()).toBe(afterAdmin);
+  });
+
+  it('answers reads that arrive together in one statement, each as it would alone', async () => {
+    const a = await connected();
+    const b = await connected();
+    const s = await connected(slack);
+    const sid = JSON.parse(Buffer.from(a.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+    const principal = { kind: 'jwt' as const, userId: a.account.userId, organizationId: a.account.organizationId, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
+    const api = await createApiToken({ db: t.database.db, actor: { principal, requestId: null } }, { name: 'batched' });
+    const member = await registerAndLogin(t.fastify, 'batch-member');
+    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, a.account.organizationId, member.email, 'member');
+    const memberToken = (await post(member.token, '/v1/account/switch', { organizationId: a.account.organizationId })).json().accessToken;
+    const ended = await registerAndLogin(t.fastify, 'batch-ended');
+    expect((await post(ended.token, '/v1/logout')).statusCode).toBe(200);
+
+    const reads: { token: string; provider: string; organizationId: string | null; targetId?: string }[] = [
+      { token: a.account.token, provider: 'github', organizationId: a.account.organizationId, targetId: a.id },
+      { token: b.account.token, provider: 'github', organizationId: b.account.organizationId, targetId: b.id },
+      { token: s.account.token, provider: 'slack', organizationId: s.account.organizationId, targetId: s.id },
+      { token: api.token, provider: 'github', organizationId: a.account.organizationId, targetId: a.id },
+      { token: memberToken, provider: 'github', organizationId: null },
+      { token: ended.token, provider: 'github', organizationId: null },
+      { token: b.account.token, provider: 'slack', organizationId: null },
+    ];
+    // Each alone first (the API token's first use also makes it known, so later reads of it are deferred too).
+    // An answer without its request id, which differs from read to read.
+    const answer = (res: Awaited<ReturnType<typeof get>>) => {
+      const { requestId: _requestId, ...body } = res.json();
+      return body;
+    };
+    // biome-ignore lint/suspicious/noExplicitAny: answers read loosely; the assertions check their shape
+    const alone: Record<string, any>[] = [];
+    for (const read of reads) alone.push(answer(await get(read.token, `/v1/integrations/${read.provider}/token`)));
+    const issued = (fake: FakeProvider, c: Connected) => fake.tokensOf(c.login)[0]?.accessToken;
+    expect(alone.map((body) => body.code ?? body.token.accessToken)).toEqual([
+      issued(gh, a),
+      issued(gh, b),
+      issued(slack, s),
+      issued(gh, a),
+      'FORBIDDEN',
+      'UNAUTHENTICATED',
+      'INTEGRATION_NOT_FOUND',
+    ]);
+
+    const batches: number[] = [];
+    const original = HotStatement.prototype.rows;
+    const rows = vi.spyOn(HotStatement.prototype, 'rows').mockImplementation(function (this: HotStatement<unknown>, db, values) {
+      if (typeof values.batch === 'string') batches.push(JSON.parse(values.batch).length);
+      return original.call(this, db, values);
+    });
+    const together = reads.flatMap((read) => [read, read, read]);
+    let responses: Awaited<ReturnType<typeof get>>[];
+    try {
+      responses = await Promise.all(together.map((read) => get(read.token, `/v1/integrations/${read.provider}/token`)));
+    } finally {
+      rows.mockRestore();
+    }
+    // Fewer statements than reads, every read carried by one of them.
+    expect(batches.reduce((sum, size) => sum + size, 0)).toBe(together.length);
+    expect(Math.max(...batches)).toBeGreaterThan(1);
+    for (const [i, res] of responses.entries()) expect(answer(res), `read ${i}`).toEqual(alone[Math.floor(i / 3)]);
+
+    // Audited once per read that got a token, in its own organization, against its own request.
+    for (const [i, read] of together.entries()) {
+      const requestId = responses[i]?.headers['x-request-id'] as string;
+      const audit = await queryRows<{ organization_id: string; target_id: string }>(t.database.db, sql`SELECT organization_id, target_id FROM audit_logs WHERE request_id = ${requestId}`);
+      expect(audit, `read ${i}`).toEqual(read.organizationId ? [{ organization_id: read.organizationId, target_id: read.targetId }] : []);
+    }
+  });
+
+  it('fails only the read the database refuses when reads share a statement', async () => {
+    const c = await connected();
+    const sessionId = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+    const credential = { kind: 'jwt' as const, sessionId, userId: c.account.userId, organizationId: c.account.organizationId };
+    const read = (requestId: string) =>
+      t.app.services.lifecycle.loadForUseAs(credential, 'github', ['owner', 'admin'], { action: 'integration.token_read', requestId }).then(
+        (use) => use.current?.secrets.access_token,
+        () => 'refused',
+      );
+    // The first reads take the free slots alone; the rest wait and share one statement, which PostgreSQL refuses (a NUL in text).
+    const ids = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5', 'bad\u0000', 'r7'];
+    const token = gh.tokensOf(c.login)[0]?.accessToken;
+    expect(await Promise.all(ids.map(read))).toEqual(ids.map((id) => (id.startsWith('bad') ? 'refused' : token)));
+    const audited = await queryRows<{ request_id: string }>(t.database.db, sql`SELECT request_id FROM audit_logs WHERE organization_id = ${c.account.organizationId} AND action = 'integration.token_read' ORDER BY request_id`);
+    expect(audited.map((row) => row.request_id)).toEqual(ids.filter((id) => !id.startsWith('bad')));
   });
 
   it('refreshes first when the token expires within 5 minutes', async () => {

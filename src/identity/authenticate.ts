@@ -115,18 +115,27 @@ function sessionCredential(deps: Pick<IdentityDeps, 'sessionTokens'>, token: str
   return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };
 }
 
-/** Records an API token's use, at most once a minute. */
+/** The `caller` CTE's own columns. */
+export const CALLER_COLUMNS = sql.raw('caller_active, caller_role, caller_user_id, caller_system_admin, caller_organization_id, caller_credential_id');
+
+/** `callerCheck`'s source for one credential, from the placeholders `callerValues` fills. */
+const CALLER_PARAMS = {
+  jwt: sql`SELECT ${sql.placeholder('org')}::text AS org, ${sql.placeholder('sid')}::text AS sid, ${sql.placeholder('usr')}::text AS usr`,
+  api_token: sql`SELECT ${sql.placeholder('hash')}::text AS hash`,
+} as const;
+
+/** Records the use of the API tokens in `q`, at most once a minute each. */
 const TOUCH_API_TOKEN = sql`, touch AS (
           UPDATE api_tokens SET last_used_at = now()
-          WHERE token_hash = ${sql.placeholder('callerTokenHash')} AND revoked_at IS NULL
+          WHERE token_hash IN (SELECT hash FROM q) AND revoked_at IS NULL
             AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
           RETURNING 1
         )`;
 
 /** The usual path: a credential's `callerCheck` as a statement of its own. */
 const CALLER_CHECK = {
-  jwt: new HotStatement<CallerColumns>(sql`WITH ${callerCheck('jwt')} SELECT * FROM caller`),
-  api_token: new HotStatement<CallerColumns>(sql`WITH ${callerCheck('api_token')} SELECT * FROM caller`),
+  jwt: new HotStatement<CallerColumns>(sql`WITH ${callerCheck('jwt', CALLER_PARAMS.jwt)} SELECT ${CALLER_COLUMNS} FROM caller`),
+  api_token: new HotStatement<CallerColumns>(sql`WITH ${callerCheck('api_token', CALLER_PARAMS.api_token)} SELECT ${CALLER_COLUMNS} FROM caller`),
 };
 
 async function checkCredential(db: Db, credential: DeferredCredential, viaCookie = false): Promise<Principal> {
@@ -220,34 +229,35 @@ function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyR
 }
 
 /**
- * The deferred credential's check as CTEs, the first named `caller` with the columns
- * caller_active, caller_role, caller_user_id, caller_system_admin, caller_organization_id
- * and caller_credential_id — no row when the session or token does not exist. Written
- * with placeholders (`callerValues` fills them), for `HotStatement`s. An API token's use
- * is recorded as on the usual path, unless `touch` is false.
+ * Credential checks as CTEs: `q` is `source` — one row per credential, with the columns
+ * org, sid and usr (the session JWT's organization, session and user) or hash (the API
+ * token's), and any others the statement needs — and `caller` is each row of `q` with
+ * `CALLER_COLUMNS` added, null when the session or token does not exist. Each lookup is
+ * a lateral `LIMIT 1`, so it stays an index probe per row however many rows `q` has. An
+ * API token's use is recorded as on the usual path, unless `touch` is false.
  */
-export function callerCheck(kind: DeferredCredential['kind'], touch = true): SQL {
+export function callerCheck(kind: DeferredCredential['kind'], source: SQL, touch = true): SQL {
   if (kind === 'jwt') {
-    return sql`caller AS (
-          SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
-                 u.system_admin AS caller_system_admin, ${sql.placeholder('callerOrganizationId')}::text AS caller_organization_id, s.id AS caller_credential_id
-          FROM sessions s
-          JOIN users u ON u.id = s.user_id
-          LEFT JOIN memberships m ON m.organization_id = ${sql.placeholder('callerOrganizationId')} AND m.user_id = s.user_id
-          WHERE s.id = ${sql.placeholder('callerSessionId')} AND s.user_id = ${sql.placeholder('callerUserId')})`;
+    return sql`q AS (${source}), caller AS (
+          SELECT q.*, c.* FROM q LEFT JOIN LATERAL (
+            SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
+                   u.system_admin AS caller_system_admin, q.org AS caller_organization_id, s.id AS caller_credential_id
+            FROM sessions s
+            JOIN users u ON u.id = s.user_id
+            LEFT JOIN memberships m ON m.organization_id = q.org AND m.user_id = s.user_id
+            WHERE s.id = q.sid AND s.user_id = q.usr LIMIT 1) c ON true)`;
   }
-  return sql`caller AS (
-          SELECT (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS caller_active, 'admin'::text AS caller_role,
-                 NULL::text AS caller_user_id, false AS caller_system_admin, organization_id AS caller_organization_id, id AS caller_credential_id
-          FROM api_tokens WHERE token_hash = ${sql.placeholder('callerTokenHash')}
+  return sql`q AS (${source}), caller AS (
+          SELECT q.*, c.* FROM q LEFT JOIN LATERAL (
+            SELECT (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS caller_active, 'admin'::text AS caller_role,
+                   NULL::text AS caller_user_id, false AS caller_system_admin, organization_id AS caller_organization_id, id AS caller_credential_id
+            FROM api_tokens WHERE token_hash = q.hash LIMIT 1) c ON true
         )${touch ? TOUCH_API_TOKEN : sql``}`;
 }
 
-/** The values of `callerCheck`'s placeholders. */
-export function callerValues(credential: DeferredCredential): Record<string, unknown> {
-  return credential.kind === 'jwt'
-    ? { callerOrganizationId: credential.organizationId, callerSessionId: credential.sessionId, callerUserId: credential.userId }
-    : { callerTokenHash: credential.hash };
+/** A credential as `callerCheck` reads it: the placeholders of `CALLER_PARAMS`, or a row of a batch's `q`. */
+export function callerValues(credential: DeferredCredential): { org: string; sid: string; usr: string } | { hash: string } {
+  return credential.kind === 'jwt' ? { org: credential.organizationId, sid: credential.sessionId, usr: credential.userId } : { hash: credential.hash };
 }
 
 /** The `caller` CTE's columns as a statement returns them. */
