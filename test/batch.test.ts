@@ -53,6 +53,23 @@ describe('Batcher', () => {
     expect(calls).toEqual([[1], [2], [3, 4], [5, 6], [7]]);
   });
 
+  it('with `gather`, takes in what arrives before the event loop turns, even with a slot free', async () => {
+    const calls: number[][] = [];
+    const execute = async (items: number[]) => {
+      calls.push(items);
+      return items;
+    };
+    const batcher = new Batcher<number, number>({ concurrency: 1, maxSize: 64, gather: true, execute });
+    const first = [1, 2, 3].map((item) => batcher.run(item));
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const second = [4, 5].map((item) => batcher.run(item));
+    expect(await Promise.all([...first, ...second])).toEqual([1, 2, 3, 4, 5]);
+    expect(calls).toEqual([
+      [1, 2, 3],
+      [4, 5],
+    ]);
+  });
+
   it('retries alone the items of a statement refused for its data: one bad item fails only itself', async () => {
     const { batcher, calls, open } = recording({ concurrency: 1, fail: (items) => (items.includes(3) ? pgError('22P05') : null) });
     const answers = [1, 2, 3, 4].map((item) => batcher.run(item).catch((error: Error) => `failed: ${(error.cause as { code: string }).code}`));

@@ -11,6 +11,12 @@ export interface BatcherOptions<I, O> {
   concurrency: number;
   /** The most items one call takes. */
   maxSize: number;
+  /**
+   * Let the event loop take in what else has arrived before starting a statement. For
+   * PGlite, which runs each statement on this thread before the next request is even
+   * read: without this, statements never overlap and never batch.
+   */
+  gather?: boolean;
 }
 
 /**
@@ -27,6 +33,7 @@ export class Batcher<I, O> {
   private readonly options: BatcherOptions<I, O>;
   private readonly waiting: Waiting<I, O>[] = [];
   private running = 0;
+  private gathering = false;
 
   constructor(options: BatcherOptions<I, O>) {
     this.options = options;
@@ -35,6 +42,19 @@ export class Batcher<I, O> {
   run(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.waiting.push({ item, resolve, reject });
+      this.next();
+    });
+  }
+
+  private next(): void {
+    if (!this.options.gather) {
+      this.drain();
+      return;
+    }
+    if (this.gathering) return;
+    this.gathering = true;
+    setImmediate(() => {
+      this.gathering = false;
       this.drain();
     });
   }
@@ -45,7 +65,7 @@ export class Batcher<I, O> {
       this.running++;
       this.settle(batch).finally(() => {
         this.running--;
-        this.drain();
+        this.next();
       });
     }
   }

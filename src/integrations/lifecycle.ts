@@ -217,9 +217,12 @@ export class TokenLifecycle {
     this.services = services;
     // Longer than a provider call can take, so a live holder never loses its lease mid-call.
     this.leaseMs = services.config.oauth.providerTimeout * 2000 + 5000;
-    // A quarter of the pool: reads queue up behind a few statements (and batch there) while the other routes keep the rest.
-    const concurrency = Math.max(1, Math.ceil(services.config.db.poolMax / 4));
-    const reader = (variant: ReadVariant) => new Batcher({ concurrency, maxSize: READ_BATCH_MAX, execute: (items: ReadItem[]) => this.readBatch(USE_AS[variant], items) });
+    // PostgreSQL: a quarter of the pool, so reads queue up behind a few statements (and batch there) while the other routes
+    // keep the rest. PGlite runs one statement at a time on this thread: one at once, after taking in whatever else arrived.
+    const pglite = services.database.kind === 'pglite';
+    const concurrency = pglite ? 1 : Math.max(1, Math.ceil(services.config.db.poolMax / 4));
+    const reader = (variant: ReadVariant) =>
+      new Batcher({ concurrency, maxSize: READ_BATCH_MAX, gather: pglite, execute: (items: ReadItem[]) => this.readBatch(USE_AS[variant], items) });
     this.readers = { jwt: reader('jwt'), api_token: reader('api_token'), api_token_untouched: reader('api_token_untouched') };
   }
 
