@@ -8,6 +8,7 @@ import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import { TEST_DATABASE_URL } from './helpers/database.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
 import { connect, providerEnv } from './helpers/providers.ts';
 
@@ -124,6 +125,21 @@ describe('token reads', () => {
     expect(await lastUsed()).toBeLessThan(30);
   });
 
+  it.runIf(TEST_DATABASE_URL)("records an API token's use only when its row is free: a read never waits for it", async () => {
+    const c = await connected();
+    const sid = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
+    const principal = { kind: 'jwt' as const, userId: c.account.userId, organizationId: c.account.organizationId, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
+    const api = await createApiToken({ db: t.database.db, actor: { principal, requestId: null } }, { name: 'locked' });
+    // Another transaction holds the token's row (as a revocation would) while it is used.
+    await t.database.db.transaction(async (tx) => {
+      await tx.execute(sql`SELECT 1 FROM api_tokens WHERE id = ${api.id} FOR UPDATE`);
+      const res = await get(api.token, '/v1/integrations/github/token');
+      expect(res.statusCode, res.body).toBe(200);
+    });
+    const [row] = await queryRows<{ last_used_at: unknown }>(t.database.db, sql`SELECT last_used_at FROM api_tokens WHERE id = ${api.id}`);
+    expect(row?.last_used_at).toBeNull();
+  });
+
   it('checks the credential in the statement that reads the token: ended sessions, revoked tokens, removed members', async () => {
     const c = await connected();
     const org = c.account.organizationId;
@@ -196,6 +212,8 @@ describe('token reads', () => {
       { token: memberToken, provider: 'github', organizationId: null },
       { token: ended.token, provider: 'github', organizationId: null },
       { token: b.account.token, provider: 'slack', organizationId: null },
+      // A NUL in the path: PostgreSQL would refuse it (and the statement with it); it never reaches the statement.
+      { token: a.account.token, provider: '%00', organizationId: null },
     ];
     // Each alone first (the API token's first use also makes it known, so later reads of it are deferred too).
     // An answer without its request id, which differs from read to read.
@@ -214,6 +232,7 @@ describe('token reads', () => {
       issued(gh, a),
       'FORBIDDEN',
       'UNAUTHENTICATED',
+      'INTEGRATION_NOT_FOUND',
       'INTEGRATION_NOT_FOUND',
     ]);
 

@@ -4,13 +4,47 @@ interface Waiting<I, O> {
   reject: (error: unknown) => void;
 }
 
+/** Statements that may run at once, shared by the batchers given it: a slot per statement. */
+export class Slots {
+  private readonly limit: number;
+  private used = 0;
+  private readonly wakers: (() => void)[] = [];
+  /** Whose turn it is to be woken first, so no batcher's items starve another's. */
+  private turn = 0;
+
+  constructor(limit: number) {
+    this.limit = Math.max(1, limit);
+  }
+
+  take(): boolean {
+    if (this.used >= this.limit) return false;
+    this.used++;
+    return true;
+  }
+
+  release(): void {
+    this.used--;
+    const count = this.wakers.length;
+    this.turn = (this.turn + 1) % count;
+    for (let i = 0; i < count; i++) this.wakers[(this.turn + i) % count]?.();
+  }
+
+  /** `wake` runs whenever a slot frees. */
+  onRelease(wake: () => void): void {
+    this.wakers.push(wake);
+  }
+}
+
 export interface BatcherOptions<I, O> {
   /** Runs one statement for `items` and answers each, in order. */
   execute: (items: I[]) => Promise<O[]>;
-  /** How many `execute` calls may run at once. */
-  concurrency: number;
+  /** The slots this batcher's statements take (several batchers may share them). */
+  slots: Slots;
   /** The most items one call takes. */
   maxSize: number;
+  /** The most items that may wait; more are refused with `overloaded()`. */
+  maxWaiting: number;
+  overloaded: () => Error;
   /**
    * Let the event loop take in what else has arrived before starting a statement. For
    * PGlite, which runs each statement on this thread before the next request is even
@@ -20,26 +54,28 @@ export interface BatcherOptions<I, O> {
 }
 
 /**
- * Natural batching (group commit): up to `concurrency` statements run at once; items
- * that arrive while all of them are busy wait, and go together in the next one. Nothing
- * waits for a timer — an item that finds a free slot goes at once — and each caller's
- * promise settles only when the statement carrying its item has committed.
+ * Natural batching (group commit): statements run while slots are free; items that
+ * arrive while none is wait, and go together in the next statement. Nothing waits for a
+ * timer — an item that finds a free slot goes at once — and each caller's promise
+ * settles only when the statement carrying its item has committed.
  *
  * When a statement of several items fails with an error about its data (SQLSTATE class
- * 22 or 23), each item is retried alone, so one item the database refuses cannot fail
- * the others; a statement fails as a whole, so the retry repeats nothing.
+ * 22 or 23), its items are retried one by one in the same slot, so one item the database
+ * refuses cannot fail the others; a statement fails as a whole, so the retry repeats
+ * nothing.
  */
 export class Batcher<I, O> {
   private readonly options: BatcherOptions<I, O>;
   private readonly waiting: Waiting<I, O>[] = [];
-  private running = 0;
   private gathering = false;
 
   constructor(options: BatcherOptions<I, O>) {
     this.options = options;
+    options.slots.onRelease(() => this.next());
   }
 
   run(item: I): Promise<O> {
+    if (this.waiting.length >= this.options.maxWaiting) return Promise.reject(this.options.overloaded());
     return new Promise<O>((resolve, reject) => {
       this.waiting.push({ item, resolve, reject });
       this.next();
@@ -51,7 +87,7 @@ export class Batcher<I, O> {
       this.drain();
       return;
     }
-    if (this.gathering) return;
+    if (this.gathering || this.waiting.length === 0) return;
     this.gathering = true;
     setImmediate(() => {
       this.gathering = false;
@@ -60,13 +96,9 @@ export class Batcher<I, O> {
   }
 
   private drain(): void {
-    while (this.running < this.options.concurrency && this.waiting.length > 0) {
+    while (this.waiting.length > 0 && this.options.slots.take()) {
       const batch = this.waiting.splice(0, this.options.maxSize);
-      this.running++;
-      this.settle(batch).finally(() => {
-        this.running--;
-        this.next();
-      });
+      this.settle(batch).finally(() => this.options.slots.release());
     }
   }
 
@@ -79,7 +111,7 @@ export class Batcher<I, O> {
         for (const waiting of batch) waiting.reject(error);
         return;
       }
-      await Promise.all(batch.map((waiting) => this.settle([waiting])));
+      for (const waiting of batch) await this.settle([waiting]);
     }
   }
 }

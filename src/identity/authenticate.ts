@@ -124,11 +124,19 @@ const CALLER_PARAMS = {
   api_token: sql`SELECT ${sql.placeholder('hash')}::text AS hash`,
 } as const;
 
-/** Records the use of the API tokens in `q`, at most once a minute each. */
+/**
+ * Records the use of the API tokens in `q`, at most once a minute each, and only where no
+ * other transaction holds the token's row (a revocation, another statement recording a
+ * use): a best-effort record never waits, so it cannot stall the reads sharing its
+ * statement, nor deadlock against another batch.
+ */
 const TOUCH_API_TOKEN = sql`, touch AS (
           UPDATE api_tokens SET last_used_at = now()
-          WHERE token_hash IN (SELECT hash FROM q) AND revoked_at IS NULL
-            AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+          WHERE (organization_id, id) IN (
+            SELECT organization_id, id FROM api_tokens
+            WHERE token_hash IN (SELECT hash FROM q) AND revoked_at IS NULL
+              AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+            FOR UPDATE SKIP LOCKED)
           RETURNING 1
         )`;
 

@@ -3,7 +3,7 @@ import { newId as ulid } from '../lib/ids.ts';
 import { type AuditActor, nextAuditId as auditId } from '../audit/audit.ts';
 import type { Principal, Role } from '../http/context.ts';
 import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../identity/authenticate.ts';
-import { Batcher } from '../db/batch.ts';
+import { Batcher, Slots } from '../db/batch.ts';
 import { HotStatement, queryRows } from '../db/client.ts';
 import { integrationSecrets, integrations } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
@@ -114,8 +114,6 @@ function fromRaw(raw: RawIntegration): IntegrationRow {
 
 const p = sql.placeholder;
 const AUDIT_COLUMNS = sql.raw('organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail');
-/** A token-use audit row's detail: the provider, from the statement's own `providerId`. */
-const AUDIT_DETAIL = sql`jsonb_build_object('provider', ${p('providerId')}::text)`;
 const USE_SELECT = sql`SELECT row_to_json(i) AS integration, s.key_id, s.envelope
   FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`;
 const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE organization_id = ${p('organizationId')} AND provider = ${p('providerId')})`;
@@ -127,7 +125,7 @@ const USE = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION} ${USE_SELECT}`)
 const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit AS (
     INSERT INTO audit_logs (${AUDIT_COLUMNS})
     SELECT organization_id, ${p('auditId')}, ${p('actorUserId')}, ${p('impersonatorId')}, ${p('credentialKind')}, ${p('credentialId')},
-           ${p('action')}, 'integration', id, ${p('requestId')}, ${AUDIT_DETAIL}
+           ${p('action')}, 'integration', id, ${p('requestId')}, jsonb_build_object('provider', ${p('providerId')}::text)
     FROM i RETURNING 1)
   ${USE_SELECT}`);
 
@@ -192,6 +190,8 @@ const USE_AS: Record<ReadVariant, HotStatement<UseAsRow>> = Object.fromEntries(
 
 /** The most reads one `loadForUseAs` statement carries. */
 const READ_BATCH_MAX = 64;
+/** The most reads that may wait for a statement, per kind; more answer 503 at once. */
+const READ_WAITING_MAX = 4096;
 
 function auditValues(action: string, requestId: string | null) {
   return { auditId: auditId(), action, requestId };
@@ -211,18 +211,27 @@ export class TokenLifecycle {
   private readonly inflight = new Map<string, Promise<Current>>();
   private readonly leaseMs: number;
   /** Token reads that arrive together share a statement (group commit, decision 72). */
-  private readonly readers: Record<ReadVariant, Batcher<ReadItem, UseAsAnswer>>;
+  private readonly readers: Record<ReadVariant, Batcher<ReadItem, UseAsAnswer | Error>>;
 
   constructor(services: Services) {
     this.services = services;
     // Longer than a provider call can take, so a live holder never loses its lease mid-call.
     this.leaseMs = services.config.oauth.providerTimeout * 2000 + 5000;
-    // PostgreSQL: a quarter of the pool, so reads queue up behind a few statements (and batch there) while the other routes
-    // keep the rest. PGlite runs one statement at a time on this thread: one at once, after taking in whatever else arrived.
+    // PostgreSQL: a quarter of the pool for all token reads, so they queue up behind a few statements (and batch there) while
+    // the other routes keep the rest. PGlite runs one statement at a time on this thread: one at once, after taking in what
+    // else has arrived.
     const pglite = services.database.kind === 'pglite';
-    const concurrency = pglite ? 1 : Math.max(1, Math.ceil(services.config.db.poolMax / 4));
+    const slots = new Slots(pglite ? 1 : Math.ceil(services.config.db.poolMax / 4));
+    const overloaded = () => new AppError('SERVICE_UNAVAILABLE', { message: 'Too many token reads are waiting for the database', headers: { 'retry-after': '1' } });
     const reader = (variant: ReadVariant) =>
-      new Batcher({ concurrency, maxSize: READ_BATCH_MAX, gather: pglite, execute: (items: ReadItem[]) => this.readBatch(USE_AS[variant], items) });
+      new Batcher({
+        slots,
+        maxSize: READ_BATCH_MAX,
+        maxWaiting: READ_WAITING_MAX,
+        overloaded,
+        gather: pglite,
+        execute: (items: ReadItem[]) => this.readBatch(USE_AS[variant], items),
+      });
     this.readers = { jwt: reader('jwt'), api_token: reader('api_token'), api_token_untouched: reader('api_token_untouched') };
   }
 
@@ -273,28 +282,26 @@ export class TokenLifecycle {
     const variant: ReadVariant = credential.kind === 'api_token' && !credential.touch ? 'api_token_untouched' : credential.kind;
     const found = await this.readers[variant].run({
       ...callerValues(credential),
+      // Only a configured provider's id reaches the statement (a path segment may hold anything, NULs included).
       prov: provider ? providerId : '',
-      secret: accessTokenName(providerId),
+      secret: provider ? accessTokenName(providerId) : '',
       roles,
       kind: credential.kind,
       action: audit.action,
       audit_id: auditId(),
       req: audit.requestId,
     });
+    if (found instanceof Error) throw found;
     const principal = principalFromCaller(credential, found);
     const current = found.integration && provider ? this.fromUseRow({ ...found, integration: found.integration }, provider) : null;
     return { principal, current };
   }
 
-  /** One statement for a batch of `loadForUseAs` reads; their answers in the batch's order. */
-  private async readBatch(statement: HotStatement<UseAsRow>, items: ReadItem[]): Promise<UseAsAnswer[]> {
+  /** One statement for a batch of `loadForUseAs` reads; their answers in the batch's order (an Error for a read without one). */
+  private async readBatch(statement: HotStatement<UseAsRow>, items: ReadItem[]): Promise<(UseAsAnswer | Error)[]> {
     const rows = await statement.rows(this.services.db, { batch: JSON.stringify(items.map((item, n) => ({ ...item, n }))) });
     const answers = new Map(rows.map(({ r }) => [r.n, r]));
-    return items.map((_item, n) => {
-      const answer = answers.get(n);
-      if (!answer) throw new Error('a token read in a batch got no answer');
-      return answer;
-    });
+    return items.map((_item, n) => answers.get(n) ?? new Error('a token read in a batch got no answer'));
   }
 
   private fromUseRow(found: UseRow, provider: ConfiguredProvider): Current {
