@@ -25,6 +25,7 @@ export class Slots {
   release(): void {
     this.used--;
     const count = this.wakers.length;
+    if (count === 0) return;
     this.turn = (this.turn + 1) % count;
     for (let i = 0; i < count; i++) this.wakers[(this.turn + i) % count]?.();
   }
