@@ -245,22 +245,18 @@ function deferrable(deps: Pick<IdentityDeps, 'sessionTokens'>, request: FastifyR
  * API token's use is recorded as on the usual path, unless `touch` is false.
  */
 export function callerCheck(kind: DeferredCredential['kind'], source: SQL, touch = true): SQL {
-  if (kind === 'jwt') {
-    return sql`q AS (${source}), caller AS (
-          SELECT q.*, c.* FROM q LEFT JOIN LATERAL (
-            SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
+  const lookup =
+    kind === 'jwt'
+      ? sql`SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
                    u.system_admin AS caller_system_admin, q.org AS caller_organization_id, s.id AS caller_credential_id
             FROM sessions s
             JOIN users u ON u.id = s.user_id
             LEFT JOIN memberships m ON m.organization_id = q.org AND m.user_id = s.user_id
-            WHERE s.id = q.sid AND s.user_id = q.usr LIMIT 1) c ON true)`;
-  }
-  return sql`q AS (${source}), caller AS (
-          SELECT q.*, c.* FROM q LEFT JOIN LATERAL (
-            SELECT (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS caller_active, 'admin'::text AS caller_role,
+            WHERE s.id = q.sid AND s.user_id = q.usr`
+      : sql`SELECT (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS caller_active, 'admin'::text AS caller_role,
                    NULL::text AS caller_user_id, false AS caller_system_admin, organization_id AS caller_organization_id, id AS caller_credential_id
-            FROM api_tokens WHERE token_hash = q.hash LIMIT 1) c ON true
-        )${touch ? TOUCH_API_TOKEN : sql``}`;
+            FROM api_tokens WHERE token_hash = q.hash`;
+  return sql`q AS (${source}), caller AS (SELECT q.*, c.* FROM q LEFT JOIN LATERAL (${lookup} LIMIT 1) c ON true)${kind === 'api_token' && touch ? TOUCH_API_TOKEN : sql``}`;
 }
 
 /** A credential as `callerCheck` reads it: the placeholders of `CALLER_PARAMS`, or a row of a batch's `q`. */

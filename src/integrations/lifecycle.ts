@@ -193,10 +193,6 @@ const READ_BATCH_MAX = 64;
 /** The most reads that may wait for a statement, per kind; more answer 503 at once. */
 const READ_WAITING_MAX = 4096;
 
-function auditValues(action: string, requestId: string | null) {
-  return { auditId: auditId(), action, requestId };
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -254,7 +250,9 @@ export class TokenLifecycle {
     const [found] = audit
       ? await USE_AUDITED.rows(this.services.db, {
           ...values,
-          ...auditValues(audit.action, audit.actor.requestId),
+          auditId: auditId(),
+          action: audit.action,
+          requestId: audit.actor.requestId,
           actorUserId: principal?.userId ?? null,
           impersonatorId: principal?.impersonatorId ?? null,
           credentialKind: principal?.kind ?? null,
