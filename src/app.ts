@@ -149,7 +149,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     },
   });
 
-  const readiness: Readiness = { migrating: false, checks: [keyringReadiness(database.db, config.keyring)] };
+  const readiness: Readiness = { pending: null, checks: [keyringReadiness(database.db, config.keyring)] };
   healthRoutes(fastify, database, readiness);
   metricsRoutes(fastify, metrics, config.server.metricsEnabled);
   fastify.get(

@@ -31,13 +31,25 @@ export async function startServer(config: Config, logger = createLogger({ level:
   let app: App;
   try {
     app = await buildApp({ config, database, logger });
-    app.readiness.migrating = true;
-    await app.fastify.listen({ host: config.server.host, port: config.server.port });
-    await database.migrate();
-    app.readiness.migrating = false;
-    await ensureBootstrapAdmin(app.services);
-    app.startBackground();
   } catch (error) {
+    await database.close().catch(() => {});
+    throw error;
+  }
+  const { readiness } = app;
+  // Listening first lets /livez answer during migrations; /readyz says 200 only once every
+  // step below has finished, and never again after one failed.
+  readiness.pending = 'migrations are running';
+  try {
+    await app.fastify.listen({ host: config.server.host, port: config.server.port });
+    await database.migrate(async () => {
+      readiness.pending = 'start-up is running';
+      await ensureBootstrapAdmin(app.services);
+    });
+    app.startBackground();
+    readiness.pending = null;
+  } catch (error) {
+    readiness.pending = 'start-up failed';
+    await app.fastify.close().catch(() => {});
     await database.close().catch(() => {});
     throw error;
   }

@@ -285,13 +285,13 @@ describe('health', () => {
   });
 
   it('answers /readyz 503 while migrations run', async () => {
-    t.app.readiness.migrating = true;
+    t.app.readiness.pending = 'migrations are running';
     try {
       const res = await t.fastify.inject({ url: '/readyz' });
       expect(res.statusCode).toBe(503);
       expect(res.json()).toEqual({ status: 'unavailable', reason: 'migrations are running' });
     } finally {
-      t.app.readiness.migrating = false;
+      t.app.readiness.pending = null;
     }
   });
 });

@@ -72,6 +72,43 @@ describe('npm start on the embedded database', () => {
   }, 180_000);
 });
 
+describe('readiness during start-up', () => {
+  it('never answers /readyz 200 when a start-up step after listening fails, and exits 1 with one line naming it', async () => {
+    const dataDir = tempDir();
+    const first = await spawnService({ DATA_DIR: dataDir });
+    await waitFor(first);
+    const registered = await fetch(`${first.url}/v1/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'dave@example.com', password: 'daves own password' }),
+    });
+    expect(registered.status).toBe(201);
+    expect(await first.stop()).toBe(0);
+
+    // Someone registered the bootstrap e-mail first: the bootstrap step (after migrations,
+    // with the listener open) refuses to promote them without their password.
+    const second = await spawnService({ DATA_DIR: dataDir, BOOTSTRAP_ADMIN_EMAIL: 'dave@example.com', BOOTSTRAP_ADMIN_PASSWORD: 'not daves password at all' });
+    const seen = new Set<number>();
+    let listened = false;
+    while (second.child.exitCode === null && second.child.signalCode === null) {
+      try {
+        const res = await fetch(`${second.url}/readyz`, { signal: AbortSignal.timeout(1000) });
+        await res.arrayBuffer();
+        seen.add(res.status);
+        listened = true;
+      } catch {
+        // not listening yet, or gone
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(await second.exited).toBe(1);
+    expect(listened).toBe(true);
+    expect([...seen]).toEqual([503]);
+    const problems = second.output().split('\n').filter((line) => line && !line.startsWith('{'));
+    expect(problems).toEqual([expect.stringMatching(/^config: BOOTSTRAP_ADMIN_EMAIL \(auth.bootstrapAdmin.email\): a user with this e-mail already exists/)]);
+  }, 180_000);
+});
+
 describe.runIf(TEST_DATABASE_URL)('npm start on PostgreSQL', () => {
   it('uses DATABASE_URL, and two instances started at once migrate once', async () => {
     const url = await createPgDatabase();
@@ -88,6 +125,41 @@ describe.runIf(TEST_DATABASE_URL)('npm start on PostgreSQL', () => {
       expect(applied.rowCount).toBe(journal.entries.length);
       expect(await a.stop()).toBe(0);
       expect(await b.stop()).toBe(0);
+    } finally {
+      await dropPgDatabase(url);
+    }
+  }, 180_000);
+});
+
+describe.runIf(TEST_DATABASE_URL)('a fleet starting together on PostgreSQL', () => {
+  it('brings every instance up with the same bootstrap admin settings, and creates that admin once', async () => {
+    const url = await createPgDatabase();
+    try {
+      const env = {
+        DATABASE_URL: url,
+        ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
+        JWT_SECRET: 'x'.repeat(40),
+        BOOTSTRAP_ADMIN_EMAIL: 'root@example.com',
+        BOOTSTRAP_ADMIN_PASSWORD: 'the fleet admin password',
+      };
+      const fleet = await Promise.all([spawnService(env), spawnService(env), spawnService(env)]);
+      await Promise.all(fleet.map((instance) => waitFor(instance)));
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const admins = await client.query("SELECT id, system_admin FROM users WHERE lower(email) = 'root@example.com'");
+      const organizations = await client.query('SELECT o.name FROM organizations o JOIN memberships m ON m.organization_id = o.id WHERE m.user_id = $1', [admins.rows[0]?.id]);
+      await client.end();
+      expect(admins.rows).toEqual([{ id: expect.any(String), system_admin: true }]);
+      expect(organizations.rows).toEqual([{ name: 'Administration' }]);
+      for (const instance of fleet) {
+        const login = await fetch(`${instance.url}/v1/login`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ email: 'root@example.com', password: 'the fleet admin password' }),
+        });
+        expect(login.status).toBe(200);
+      }
+      expect(await Promise.all(fleet.map((instance) => instance.stop()))).toEqual([0, 0, 0]);
     } finally {
       await dropPgDatabase(url);
     }

@@ -12,14 +12,19 @@ export type Schema = typeof schema;
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations', import.meta.url));
-/** Advisory-lock key that serializes migrations across instances. */
-const MIGRATION_LOCK_KEY = 7_214_003_117;
+/** Advisory-lock key that serializes start-up (migrations, bootstrap) across instances. */
+const STARTUP_LOCK_KEY = 7_214_003_117;
 
 export interface Database {
   readonly kind: 'pg' | 'pglite';
   readonly db: Db;
-  /** Applies the committed SQL migrations; on PostgreSQL under an advisory lock. */
-  migrate(): Promise<void>;
+  /**
+   * Applies the committed SQL migrations, then runs `then` (the other start-up steps), all
+   * under one lock: on PostgreSQL an advisory lock held by a connection of its own, so
+   * instances starting together take turns and each step sees what the previous instance
+   * wrote. PGlite allows one process, so it needs none.
+   */
+  migrate(then?: () => Promise<void>): Promise<void>;
   /** Throws when the database cannot answer a trivial query. */
   ping(): Promise<void>;
   poolStats(): { total: number; idle: number; waiting: number };
@@ -56,17 +61,18 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
   return {
     kind: 'pg',
     db,
-    async migrate() {
-      const client = await pool.connect();
+    async migrate(then) {
+      // Not a pool client: with DB_POOL_MAX=1 the steps under the lock would wait for it forever.
+      const client = new pg.Client({ connectionString: options.url, connectionTimeoutMillis: options.connectTimeout * 1000, application_name: 'tessera' });
+      client.on('error', () => {});
+      await client.connect();
       try {
-        await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
-        try {
-          await migratePg(drizzlePg(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
-        } finally {
-          await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
-        }
+        await client.query('SELECT pg_advisory_lock($1)', [STARTUP_LOCK_KEY]);
+        await migratePg(drizzlePg(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+        await then?.();
       } finally {
-        client.release();
+        // Ending the session releases the lock, also when a step failed.
+        await client.end();
       }
     },
     async ping() {
@@ -112,8 +118,9 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
   return {
     kind: 'pglite',
     db,
-    async migrate() {
+    async migrate(then) {
       await migratePglite(drizzlePglite(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+      await then?.();
     },
     async ping() {
       await client.query('SELECT 1');

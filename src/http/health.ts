@@ -6,7 +6,8 @@ import { HealthResponse } from './schemas.ts';
 export type ReadinessCheck = () => Promise<string | null>;
 
 export interface Readiness {
-  migrating: boolean;
+  /** Why start-up has not finished (e.g. "migrations are running"), or null once every step has. */
+  pending: string | null;
   checks: ReadinessCheck[];
 }
 
@@ -31,7 +32,7 @@ export function healthRoutes(app: FastifyInstance, database: Database, readiness
 }
 
 async function notReadyReason(database: Database, readiness: Readiness): Promise<string | null> {
-  if (readiness.migrating) return 'migrations are running';
+  if (readiness.pending) return readiness.pending;
   try {
     await withTimeout(database.ping(), 2000);
   } catch {

@@ -1,8 +1,5 @@
-import { existsSync } from 'node:fs';
 import { type Browser, type BrowserContext, chromium } from 'playwright-core';
-
-/** Debian's chromium; Playwright's own browser downloads are not used. */
-export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+import { chooseChromium } from './browser-path.ts';
 
 /** Flags for a machine with no route to Google's hosts: without them Chromium keeps trying. */
 const CHROMIUM_ARGS = [
@@ -15,15 +12,13 @@ const CHROMIUM_ARGS = [
   '--disable-quic',
 ];
 
-/** Launches headless Chromium with a fresh profile; fails with the fix when it is not installed. */
-export async function launchChromium(): Promise<Browser> {
-  if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(
-      `Chromium not found at ${CHROMIUM_PATH}: the page tests drive Debian's chromium. ` +
-        'Install it with `DEBIAN_FRONTEND=noninteractive apt-get install -y chromium` (bash .ci/run does), or set CHROMIUM_PATH.',
-    );
-  }
-  return chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
+/**
+ * Launches headless Chromium with a fresh profile: `CHROMIUM_PATH`, a system one, or the
+ * one `npm ci` installed (see chooseChromium). Playwright's own downloads are never used.
+ */
+export async function launchChromium(executablePath?: string): Promise<Browser> {
+  const path = executablePath ?? (await chooseChromium()).path;
+  return chromium.launch({ executablePath: path, headless: true, args: CHROMIUM_ARGS });
 }
 
 /** What a browser context received from one origin: request URLs and response bodies. */
