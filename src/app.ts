@@ -29,6 +29,7 @@ import { TokenLifecycle } from './integrations/lifecycle.ts';
 import { keyringReadiness } from './secrets/keyring-check.ts';
 import type { Services } from './services.ts';
 import { AppError, errorBody } from './http/errors.ts';
+import { clientErrorHandler } from './http/client-errors.ts';
 import { unacceptableJson } from './http/json-limits.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -63,6 +64,15 @@ export async function buildApp(options: AppOptions): Promise<App> {
     bodyLimit: BODY_LIMIT,
     trustProxy: config.server.trustProxy.length > 0 ? config.server.trustProxy : false,
     return503OnClosing: false,
+    // A request's headers and body must arrive within REQUEST_TIMEOUT (slow clients hold a
+    // connection each); Node checks pending requests every `connectionsCheckingInterval`.
+    requestTimeout: config.server.requestTimeout * 1000,
+    http: {
+      requestTimeout: config.server.requestTimeout * 1000,
+      headersTimeout: Math.min(60_000, config.server.requestTimeout * 1000),
+      connectionsCheckingInterval: Math.min(1000, config.server.requestTimeout * 500),
+    },
+    clientErrorHandler: clientErrorHandler(logger as FastifyBaseLogger),
     // Errors Fastify raises before routing (a malformed percent-encoding, an over-long
     // parameter) bypass the error handler: answer them in the contract's shape too.
     frameworkErrors: (error, request, reply) => {

@@ -18,6 +18,7 @@ const ENV_SETTINGS: [env: string, path: string, kind: Kind][] = [
   ['TRUST_PROXY', 'server.trustProxy', 'list'],
   ['CORS_ORIGINS', 'server.corsOrigins', 'list'],
   ['SHUTDOWN_TIMEOUT', 'server.shutdownTimeout', 'int'],
+  ['REQUEST_TIMEOUT', 'server.requestTimeout', 'int'],
   ['METRICS_ENABLED', 'server.metricsEnabled', 'bool'],
   ['DATABASE_URL', 'db.url', 'string'],
   ['DATA_DIR', 'db.dataDir', 'string'],

@@ -45,6 +45,7 @@ export const ConfigSchema = Type.Object(
         trustProxy: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
         corsOrigins: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
         shutdownTimeout: Seconds(10, 'seconds in-flight requests get to finish on SIGTERM'),
+        requestTimeout: Seconds(30, "seconds for a request's headers and body to arrive"),
         metricsEnabled: Type.Boolean({ default: false }),
       },
       { additionalProperties: false, default: {} },

@@ -140,14 +140,19 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
   const throttle = new ErrorLogThrottle();
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     await request.ctx?.rollback();
+    if (clientAborted(error, request)) {
+      // Not a failure of ours: the client went away before its body arrived.
+      request.log.info({ code: 'CLIENT_ABORTED' }, 'the client closed the connection before its request arrived');
+      return reply.code(400).send(errorBody(new AppError('INVALID_INPUT', { message: 'The request was aborted' }), request.id));
+    }
     const appError = toAppError(error);
     if (appError.code === 'INTERNAL') {
       // A stack the first time in a window; the same failure again (a database outage fails every request alike) only counts.
       const suppressed = throttle.admit(error);
-      if (suppressed !== null) request.log.error({ err: error, requestId: request.id, ...(suppressed > 0 ? { suppressedSimilar: suppressed } : {}) }, 'unhandled error');
+      if (suppressed !== null) request.log.error({ err: error, ...(suppressed > 0 ? { suppressedSimilar: suppressed } : {}) }, 'unhandled error');
     } else if (appError.status >= 500) {
       // Provider failures and shutdown are expected conditions, not bugs: one line, no stack.
-      request.log.warn({ requestId: request.id, code: appError.code, cause: causeName(appError.cause) }, appError.message);
+      request.log.warn({ code: appError.code, cause: causeName(appError.cause) }, appError.message);
     }
     if (appError.headers) reply.headers(appError.headers);
     return reply.code(appError.status).type('application/json; charset=utf-8').send(errorBody(appError, request.id));
@@ -210,6 +215,11 @@ export class ErrorLogThrottle {
     this.seen.set(key, { until: now + this.windowMs, suppressed: 0 });
     return entry?.suppressed ?? 0;
   }
+}
+
+/** A body that stopped arriving because the client closed the connection (Node's `aborted`). */
+function clientAborted(error: FastifyError, request: FastifyRequest): boolean {
+  return error.code === 'ECONNRESET' && (request.raw.destroyed || request.raw.readableAborted);
 }
 
 function causeName(cause: unknown): string | undefined {

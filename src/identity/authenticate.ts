@@ -168,14 +168,16 @@ interface PatRow {
 
 /**
  * For public routes that accept credentials without requiring them (the OAuth
- * callback): the caller when valid credentials were sent, else null.
+ * callback): the caller when valid credentials were sent, null when none or invalid ones
+ * were. Anything else (the database is gone) is not "anonymous": it throws.
  */
 export async function authenticateOptional(deps: Pick<IdentityDeps, 'db' | 'sessionTokens'>, request: FastifyRequest): Promise<Principal | null> {
   if (request.headers.authorization === undefined && !request.cookies[SESSION_COOKIE]) return null;
   try {
     return await authenticate(deps, request);
-  } catch {
-    return null;
+  } catch (error) {
+    if (error instanceof AppError && (error.code === 'UNAUTHENTICATED' || error.code === 'FORBIDDEN' || error.code === 'INVALID_INPUT')) return null;
+    throw error;
   }
 }
 

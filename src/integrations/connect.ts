@@ -15,7 +15,7 @@ import { upsertConnectedIntegration } from './integrations.ts';
 import { providerFailure } from './provider-errors.ts';
 import type { ConfiguredProvider } from './providers/registry.ts';
 import { replaceSecrets } from './secrets.ts';
-import { consumeState, type StateRow, sha256 } from './state.ts';
+import { consumeState, findState, type StateRow, sha256 } from './state.ts';
 import { accessTokenExpiry, refreshTokenExpiry, tokenRequest } from './token-endpoint.ts';
 
 export const OAUTH_TX_COOKIE = 'oauth_tx';
@@ -133,8 +133,8 @@ export class CallbackFailure extends Error {
 const invalidState = (reason: string) => new AppError('INVALID_OAUTH_STATE', { cause: new Error(reason) });
 
 /**
- * Completes a connect flow: verify and consume the state (committed before the
- * exchange, so a failed exchange still burns it), check the browser binding, exchange
+ * Completes a connect flow: verify the state, check the browser binding, consume the state
+ * (committed before the exchange, so a failed exchange still burns it), exchange
  * the code, validate the token, then store everything in the request's transaction.
  * Unusable states throw AppError; later failures throw CallbackFailure.
  */
@@ -142,14 +142,20 @@ export async function completeConnect(services: Services, request: FastifyReques
   const payload = services.stateCodec.verify(input.state);
   if (!payload) throw invalidState('malformed or forged');
   if (input.provider !== undefined && input.provider !== payload.provider) throw invalidState('wrong provider');
-  const state = await consumeState(services.db, payload.organizationId, sha256(payload.nonce));
-  if (!state) throw invalidState('unknown or already used');
-  if (state.expiresAt.getTime() <= Date.now()) throw invalidState('expired');
+  const nonceHash = sha256(payload.nonce);
+  const pending = await findState(services.db, payload.organizationId, nonceHash);
+  if (!pending) throw invalidState('unknown or already used');
+  if (pending.expiresAt.getTime() <= Date.now()) throw invalidState('expired');
 
+  // The binding first: a callback from another browser or user is refused and leaves the
+  // state usable by its own flow (else anyone holding a victim's state could burn it).
   const principal = await authenticateOptional(services, request);
-  const sameUser = principal?.userId === state.userId;
-  if (sameUser && principal?.organizationId !== state.organizationId) throw invalidState('organization context changed');
-  if (!sameUser && !txMatches(request.cookies[OAUTH_TX_COOKIE], state.txHash)) throw invalidState('not bound to this browser or user');
+  const sameUser = principal?.userId === pending.userId;
+  if (sameUser && principal?.organizationId !== pending.organizationId) throw invalidState('organization context changed');
+  if (!sameUser && !txMatches(request.cookies[OAUTH_TX_COOKIE], pending.txHash)) throw invalidState('not bound to this browser or user');
+  // Then used up, committed before the exchange: of two racing callbacks exactly one gets it.
+  const state = await consumeState(services.db, payload.organizationId, nonceHash);
+  if (!state) throw invalidState('unknown or already used');
 
   const fail = (error: AppError): CallbackFailure => new CallbackFailure(error, state);
   const membership = await membershipOf(services.db, state.organizationId, state.userId);

@@ -5,7 +5,7 @@ import { AppError } from '../http/errors.ts';
 import { requireRole } from '../identity/authorize.ts';
 import type { Services } from '../services.ts';
 import type { Current } from './lifecycle.ts';
-import { ProviderError } from './providers/types.ts';
+import { ProviderError, restIsWrite } from './providers/types.ts';
 import { readCapped } from './providers/registry.ts';
 
 /** Largest proxied answer, after decompression. */
@@ -38,20 +38,22 @@ const RESPONSE_HEADERS = [
  * character (encoded or not), so `//host`, `\\host` and `..` cannot leave the API base.
  */
 export function proxyPath(raw: string): string {
-  if (raw === '') return '';
-  const segments = raw.split('/');
-  return segments
-    .map((segment) => {
-      let decoded: string;
-      try {
-        decoded = decodeURIComponent(segment);
-      } catch {
-        throw invalidPath();
-      }
-      if (decoded === '' || decoded === '.' || decoded === '..' || /[/\\\x00-\x1f\x7f]/.test(decoded)) throw invalidPath();
-      return encodeURIComponent(decoded);
-    })
-    .join('/');
+  return proxySegments(raw).map(encodeURIComponent).join('/');
+}
+
+/** The decoded segments of a proxy path, each checked as `proxyPath` says. */
+export function proxySegments(raw: string): string[] {
+  if (raw === '') return [];
+  return raw.split('/').map((segment) => {
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      throw invalidPath();
+    }
+    if (decoded === '' || decoded === '.' || decoded === '..' || /[/\\\x00-\x1f\x7f]/.test(decoded)) throw invalidPath();
+    return decoded;
+  });
 }
 
 function invalidPath(): AppError {
@@ -84,17 +86,21 @@ export function proxyRoutes(app: FastifyInstance, services: Services): void {
       const principal = request.ctx.principal;
       if (!principal) throw new AppError('UNAUTHENTICATED');
       if (principal.viaCookie) throw new AppError('UNAUTHENTICATED', { message: 'Proxy calls need credentials in the Authorization header' });
-      const readOnly = request.method === 'GET' || request.method === 'HEAD';
-      requireRole(principal, principal.organizationId, readOnly ? 'member' : 'admin');
+      requireRole(principal, principal.organizationId, 'member');
       const { provider: providerId } = request.params as { provider: string };
       if (!PROVIDER_ID.test(providerId)) throw new AppError('INTEGRATION_NOT_FOUND');
 
       const rawUrl = request.raw.url ?? '';
       const queryAt = rawUrl.indexOf('?');
       // From the raw URL, by segment: '', 'v1', 'integrations', <provider, maybe encoded>, 'proxy', …path.
-      const rawPath = (queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).split('/').slice(5).join('/');
-      const path = proxyPath(rawPath);
+      const segments = proxySegments((queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).split('/').slice(5).join('/'));
+      const path = segments.map(encodeURIComponent).join('/');
       const query = queryAt === -1 ? '' : rawUrl.slice(queryAt);
+      // Which calls write is the provider's to say (Slack: by API method, whatever the HTTP method).
+      const definition = services.providers.get(providerId)?.definition;
+      const writes = definition?.isWrite ? definition.isWrite(request.method, segments) : restIsWrite(request.method);
+      if (writes) requireRole(principal, principal.organizationId, 'admin');
+      const readOnly = request.method === 'GET' || request.method === 'HEAD';
 
       const actor: AuditActor = { principal, requestId: request.id };
       let current = await services.lifecycle.usable(await services.lifecycle.loadForUse(principal.organizationId, providerId), actor);

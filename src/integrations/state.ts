@@ -82,6 +82,15 @@ export function sha256(value: Buffer | string): string {
 
 export type StateRow = typeof oauthStates.$inferSelect;
 
+/** A pending state, without using it up. */
+export async function findState(db: Db, organizationId: string, nonceHash: string): Promise<StateRow | null> {
+  const [row] = await db
+    .select()
+    .from(oauthStates)
+    .where(and(eq(oauthStates.organizationId, organizationId), eq(oauthStates.nonceHash, nonceHash)));
+  return row ?? null;
+}
+
 /** Consumes a state atomically: of two racing callbacks, exactly one gets the row. */
 export async function consumeState(db: Db, organizationId: string, nonceHash: string): Promise<StateRow | null> {
   const [row] = await db

@@ -49,6 +49,8 @@ export interface FakeStats {
   apiCalls: number;
   /** Successful revocations through the provider's API. */
   revocations: number;
+  /** Slack only: messages posted with `chat.postMessage`. */
+  messagesPosted?: number;
 }
 
 /** The values a browser is redirected back with after "Approve". */

@@ -36,7 +36,8 @@ const BOT = { userId: 'U0FAKEBOT', botId: 'B0FAKEBOT', name: 'tessera' };
 const DIGITS = '0123456789';
 const HEX = '0123456789abcdef';
 const SCOPE = /^[a-z][a-z0-9_.:-]*$/i;
-const METHODS = new Set(['auth.test', 'auth.revoke', 'users.info']);
+const METHODS = new Set(['auth.test', 'auth.revoke', 'users.info', 'conversations.list', 'chat.postMessage']);
+const CHANNELS = [{ id: 'C0FAKE0001', name: 'general', is_channel: true, is_private: false, is_member: true }];
 
 /** Starts a loopback fake of Slack: OAuth v2 authorize, `oauth.v2.access` and Web API methods under `/api`. */
 export function startFakeSlack(options: FakeSlackOptions = {}): Promise<FakeProvider<FakeSlackUser>> {
@@ -175,6 +176,16 @@ export function startFakeSlack(options: FakeSlackOptions = {}): Promise<FakeProv
         if (withEmail && target.email !== null) profile.email = target.email;
         const body = { id: target.id, team_id: target.teamId, name: target.login, deleted: false, real_name: target.name, profile };
         return json(200, { ok: true, user: body }, headers);
+      }
+      if (method === 'conversations.list') {
+        if (!family.scopes.includes('channels:read')) return fail('missing_scope', { needed: 'channels:read', provided: family.scopes.join(',') }, headers);
+        return json(200, { ok: true, channels: CHANNELS, response_metadata: { next_cursor: '' } }, headers);
+      }
+      if (method === 'chat.postMessage') {
+        if (!family.scopes.includes('chat:write')) return fail('missing_scope', { needed: 'chat:write', provided: family.scopes.join(',') }, headers);
+        if (!CHANNELS.some((channel) => channel.id === params.channel || channel.name === params.channel)) return fail('channel_not_found', {}, headers);
+        core.stats.messagesPosted = (core.stats.messagesPosted ?? 0) + 1;
+        return json(200, { ok: true, channel: CHANNELS[0]?.id, ts: `${Math.floor(core.now() / 1000)}.000100`, message: { text: params.text ?? '' } }, headers);
       }
       return testEndpoint(ctx, sub, headers) ?? json(404, { ok: false, error: 'unknown_method', req_method: method });
     }

@@ -1,5 +1,28 @@
 import { parseJson, ProviderError, type ProviderDefinition, type ProviderResponse, retryAfterSeconds } from './types.ts';
 
+/**
+ * Slack Web API methods that only read (decision 76): `auth.test`, every `*.list`, `*.info`,
+ * `*.history`, `*.replies`, and a few named reads. Every other method writes — `auth.revoke`,
+ * `chat.postMessage`… — whatever the HTTP method: Slack accepts GET for most of them.
+ */
+const READ_SUFFIXES = ['.list', '.info', '.history', '.replies'];
+const READ_METHODS = new Set([
+  'api.test',
+  'auth.test',
+  'bots.info',
+  'conversations.members',
+  'dnd.teamInfo',
+  'reactions.get',
+  'search.all',
+  'search.files',
+  'search.messages',
+  'team.profile.get',
+  'users.getPresence',
+  'users.identity',
+  'users.lookupByEmail',
+  'users.profile.get',
+]);
+
 /** Slack error codes that mean the token itself is dead. */
 const DEAD_TOKEN = new Set(['invalid_auth', 'token_revoked', 'token_expired', 'account_inactive', 'not_authed']);
 
@@ -94,6 +117,12 @@ export const slack = {
       if (body.error === 'ratelimited') return new ProviderError('rateLimited', 'Slack rate limit', { status, retryAfter: retryAfterSeconds(headers) });
     }
     return null;
+  },
+
+  isWrite(_method, segments) {
+    const [name, ...rest] = segments;
+    const reads = name !== undefined && rest.length === 0 && (READ_METHODS.has(name) || READ_SUFFIXES.some((suffix) => name.endsWith(suffix)));
+    return !reads;
   },
 
   async revoke(context, tokens) {

@@ -20,16 +20,19 @@ export class ProviderError extends Error {
   readonly status?: number;
   /** Seconds, for `rateLimited`. */
   readonly retryAfter?: number;
-  /** The provider's own error code (e.g. `bad_refresh_token`), safe to log. */
+  /**
+   * The provider's own error code (e.g. `bad_refresh_token`) as a short identifier safe to
+   * log, or `unrecognized` (see `providerIdentifier`).
+   */
   readonly providerCode?: string;
 
-  constructor(kind: ProviderFailureKind, message: string, options: { status?: number; retryAfter?: number; providerCode?: string; cause?: unknown } = {}) {
+  constructor(kind: ProviderFailureKind, message: string, options: { status?: number; retryAfter?: number; providerCode?: unknown; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';
     this.kind = kind;
     if (options.status !== undefined) this.status = options.status;
     if (options.retryAfter !== undefined) this.retryAfter = options.retryAfter;
-    if (options.providerCode !== undefined) this.providerCode = options.providerCode;
+    if (options.providerCode !== undefined) this.providerCode = providerIdentifier(options.providerCode);
   }
 }
 
@@ -117,8 +120,32 @@ export interface ProviderDefinition {
    * failure it signals (rate limits by the provider's own signals, rejected tokens…).
    */
   classify(response: ProviderResponse): ProviderError | null;
+  /**
+   * Whether a proxied call writes (owner/admin or API token only) or only reads (members
+   * too). `segments` are the decoded path segments under the API base. Absent: the REST
+   * rule, every method but GET and HEAD writes. RPC-style APIs (Slack) decide by the method
+   * named in the path, whatever the HTTP method.
+   */
+  isWrite?(method: string, segments: readonly string[]): boolean;
   /** Revokes the grant at the provider (best effort on delete); throws ProviderError on failure. */
   revoke(context: ProviderContext, tokens: { accessToken: string; refreshToken?: string }): Promise<void>;
+}
+
+const IDENTIFIER = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/**
+ * Text a provider sent (an error code, a description) as it may reach a log line: itself
+ * when it is a short identifier (at most 64 characters of `A-Za-z0-9_.:-`), else
+ * `unrecognized`. A hostile or broken provider can put anything in its answer — a
+ * 100 KB string, our client secret echoed back, markup.
+ */
+export function providerIdentifier(text: unknown): string {
+  return typeof text === 'string' && IDENTIFIER.test(text) ? text : 'unrecognized';
+}
+
+/** The REST rule for `isWrite`: anything but GET and HEAD writes. */
+export function restIsWrite(method: string): boolean {
+  return method !== 'GET' && method !== 'HEAD';
 }
 
 /** Parses a JSON body, or returns undefined. */
