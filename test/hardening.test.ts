@@ -325,3 +325,110 @@ describe('the HTTP layer', () => {
     for (const { line } of warns) expect(line.match(/"requestId"/g)).toHaveLength(1);
   });
 });
+
+// ---------------------------------------------------------------- rate limits and password hashing
+
+describe('rate limits', () => {
+  let limited: TestApp;
+  beforeAll(async () => {
+    limited = await createTestApp({ background: false, env: { RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW: '60' } });
+  });
+  afterAll(async () => {
+    await limited?.close();
+  });
+
+  const from = (remoteAddress: string, headers: Record<string, string> = {}) => ({ remoteAddress, headers });
+  const access = (remoteAddress: string, headers: Record<string, string>) => limited.fastify.inject({ url: '/v1/account/access', ...from(remoteAddress, headers) });
+  const loginAs = (remoteAddress: string, email: string, password: string) =>
+    limited.fastify.inject({ method: 'POST', url: '/v1/login', remoteAddress, payload: { email, password } });
+  let registered = 0;
+  /** A user of their own, registered and signed in from an address of their own (each address has 5 requests a minute). */
+  async function newUser(name: string): Promise<Account> {
+    const remoteAddress = `10.200.0.${++registered}`;
+    const email = `${name}-${registered}@example.com`;
+    const password = `correct horse battery ${registered}`;
+    expect((await limited.fastify.inject({ method: 'POST', url: '/v1/register', remoteAddress, payload: { email, password } })).statusCode).toBe(201);
+    const res = await loginAs(remoteAddress, email, password);
+    expect(res.statusCode, res.body).toBe(200);
+    return { userId: res.json().user.id, organizationId: res.json().organizationId, email, password, token: res.json().accessToken, cookies: {} };
+  }
+
+  it('count failed authentications per client IP and refuse that address early once it is over, whatever it sends next', async () => {
+    const victim = await newUser('ip-victim');
+    const forged = `${victim.token.slice(0, -4)}AAAA`;
+    const guesses = [
+      bearer('tsa_madeUpApiTokenValue0000000000000000000'),
+      bearer('tsp_madeUpPersonalAccessToken000000000000000'),
+      bearer(forged),
+      { authorization: 'Basic dXNlcjpwYXNz' },
+      { cookie: `session=${forged}` },
+    ];
+    for (const headers of guesses) expect((await access('10.0.0.1', headers)).statusCode).toBe(401);
+    // Over the limit: even a valid credential, even a password sign-in, is refused before any lookup.
+    for (const res of [await access('10.0.0.1', bearer('tsa_another0000000000000000000000000000000')), await access('10.0.0.1', bearer(victim.token)), await loginAs('10.0.0.1', victim.email, victim.password)]) {
+      expect(res.statusCode, res.body).toBe(429);
+      expect(res.json().code).toBe('RATE_LIMITED');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    }
+    // Another address is not affected.
+    expect((await access('10.0.0.2', bearer(victim.token))).statusCode).toBe(200);
+    // Bad passwords count too.
+    for (let i = 0; i < 5; i++) expect((await loginAs('10.0.0.3', victim.email, `wrong password ${i}!`)).statusCode).toBe(401);
+    expect((await access('10.0.0.3', bearer('tsa_yetAnother000000000000000000000000000000'))).statusCode).toBe(429);
+    // A request without any credential is not a guess.
+    for (let i = 0; i < 8; i++) expect((await access('10.0.0.4', {})).statusCode).toBe(401);
+    expect((await access('10.0.0.4', bearer(victim.token))).statusCode).toBe(200);
+  });
+
+  it('count per principal: all sessions and PATs of one user share a budget; each API token has its own', async () => {
+    const user = await newUser('budget');
+    const gql = async (token: string, query: string) => (await limited.fastify.inject({ method: 'POST', url: '/query', remoteAddress: '10.2.0.1', headers: bearer(token), payload: { query } })).json().data;
+    const pats = [
+      (await gql(user.token, 'mutation { createPersonalAccessToken(name: "a") { token } }')).createPersonalAccessToken.token,
+      (await gql(user.token, 'mutation { createPersonalAccessToken(name: "b") { token } }')).createPersonalAccessToken.token,
+    ];
+    const apiTokens = [
+      (await gql(user.token, 'mutation { createAPIToken(name: "a") { token } }')).createAPIToken.token,
+      (await gql(user.token, 'mutation { createAPIToken(name: "b") { token } }')).createAPIToken.token,
+    ];
+    // Four requests so far by this user's session; one more from a PAT, then the user is done.
+    expect((await access('10.2.0.2', bearer(pats[0] as string))).statusCode).toBe(200);
+    for (const token of [pats[1], pats[0], user.token] as string[]) expect((await access('10.2.0.3', bearer(token))).statusCode).toBe(429);
+    for (const token of apiTokens) {
+      for (let i = 0; i < 5; i++) expect((await access('10.2.0.4', bearer(token))).statusCode).toBe(200);
+      expect((await access('10.2.0.4', bearer(token))).statusCode).toBe(429);
+    }
+  });
+
+  it("never let a flood of wrong passwords for one e-mail from other addresses refuse its owner's correct password", async () => {
+    const dave = await newUser('dave');
+    for (let i = 1; i <= 8; i++) expect((await loginAs(`10.1.0.${i}`, dave.email, 'not daves password')).statusCode).toBe(401);
+    expect((await loginAs('10.1.0.100', dave.email, dave.password)).statusCode).toBe(200);
+    // One address over its own limit for that e-mail is refused there, and only there.
+    for (let i = 0; i < 5; i++) await loginAs('10.1.1.1', dave.email, 'not daves password');
+    expect((await loginAs('10.1.1.1', dave.email, dave.password)).statusCode).toBe(429);
+    expect((await loginAs('10.1.1.2', dave.email, dave.password)).statusCode).toBe(200);
+  });
+});
+
+describe('password hashing', () => {
+  let slow: TestApp;
+  beforeAll(async () => {
+    slow = await createTestApp({ background: false, env: { RATE_LIMIT_MAX: '0', PASSWORD_COST: '13' } });
+  });
+  afterAll(async () => {
+    await slow?.close();
+  });
+
+  it("is shared fairly per client: 80 bad logins from one client never fail another client's correct login", async () => {
+    const alice = await registerAndLogin(slow.fastify, 'alice');
+    const flood = Array.from({ length: 80 }, (_, i) =>
+      slow.fastify.inject({ method: 'POST', url: '/v1/login', remoteAddress: '10.9.0.1', payload: { email: `nobody-${i}@example.com`, password: 'a wrong password' } }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const real = await slow.fastify.inject({ method: 'POST', url: '/v1/login', remoteAddress: '10.9.0.2', payload: { email: alice.email, password: alice.password } });
+    expect(real.statusCode, real.body).toBe(200);
+    const statuses = (await Promise.all(flood)).map((res) => res.statusCode);
+    expect(new Set(statuses)).toEqual(new Set([401, 429]));
+  });
+});

@@ -36,6 +36,8 @@ export interface PipelineSlots {
   systemAdmin: Step;
   csrf: Step;
   rateLimit: Step;
+  /** Called for every 401 answer (the error handler's), to count failed authentications. */
+  authenticationFailed?: (request: FastifyRequest) => void;
 }
 
 export const defaultSlots: PipelineSlots = {
@@ -146,6 +148,7 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
       return reply.code(400).send(errorBody(new AppError('INVALID_INPUT', { message: 'The request was aborted' }), request.id));
     }
     const appError = toAppError(error);
+    if (appError.code === 'UNAUTHENTICATED') slots.authenticationFailed?.(request);
     if (appError.code === 'INTERNAL') {
       // A stack the first time in a window; the same failure again (a database outage fails every request alike) only counts.
       const suppressed = throttle.admit(error);

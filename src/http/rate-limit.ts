@@ -5,10 +5,12 @@ import { AppError } from './errors.ts';
 type Limit = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
 export interface RateLimiter {
-  /** Step 9: per credential when authenticated, else per client IP. */
+  /** Step 9: per principal (a user, all their sessions and PATs; or an API token) when authenticated, else per client IP. */
   check: Limit;
-  /** Login and registration: per e-mail, on top of per IP. */
+  /** Login and registration: per e-mail and client IP together, on top of per IP. */
   checkEmail: Limit;
+  /** Failed authentications per client IP (decision 78). */
+  failures: FailedAuthentications;
 }
 
 const noop: Limit = async () => {};
@@ -19,7 +21,8 @@ const noop: Limit = async () => {};
  * The plugin runs once per registration and request, so each key has its own. Counters are per instance (in memory).
  */
 export async function createRateLimiter(app: FastifyInstance, options: { max: number; windowSeconds: number }): Promise<RateLimiter> {
-  if (options.max === 0) return { check: noop, checkEmail: noop };
+  const failures = new FailedAuthentications(options);
+  if (options.max === 0) return { check: noop, checkEmail: noop, failures };
   const common = {
     max: options.max,
     timeWindow: options.windowSeconds * 1000,
@@ -40,9 +43,56 @@ export async function createRateLimiter(app: FastifyInstance, options: { max: nu
     const key = request.ctx?.credentialKey;
     return key ? `cred:${key}` : `ip:${request.ip}`;
   });
+  // Per e-mail *and* address: a flood of wrong passwords for one e-mail from elsewhere never
+  // refuses its owner on an address of their own (CONTRACT.md §4).
   const byEmail = await limiter((request) => {
     const email = (request.body as { email?: unknown } | undefined)?.email;
-    return `email:${typeof email === 'string' ? email.trim().toLowerCase() : ''}`;
+    return `email:${typeof email === 'string' ? email.trim().toLowerCase() : ''} ip:${request.ip}`;
   });
-  return { check: byCredential, checkEmail: byEmail };
+  return { check: byCredential, checkEmail: byEmail, failures };
+}
+
+/**
+ * Failed authentications (invalid bearer values, unknown tokens, bad passwords) counted per
+ * client IP in fixed windows, with the same limit as requests. Once an address is over it,
+ * its further attempts are refused with 429 before any credential lookup or password hash:
+ * guessing costs the guesser, not the database. In memory, per instance, like the limiter.
+ */
+export class FailedAuthentications {
+  private readonly max: number;
+  private readonly windowMs: number;
+  private readonly counts = new Map<string, { count: number; resetAt: number }>();
+
+  constructor(options: { max: number; windowSeconds: number }) {
+    this.max = options.max;
+    this.windowMs = options.windowSeconds * 1000;
+  }
+
+  /** Throws 429 when `ip` is over its limit of failures in this window. */
+  assertAllowed(ip: string, now = Date.now()): void {
+    if (this.max === 0) return;
+    const entry = this.counts.get(ip);
+    if (entry && now < entry.resetAt && entry.count >= this.max) {
+      throw new AppError('RATE_LIMITED', {
+        message: 'Too many failed sign-in attempts from this address',
+        headers: { 'retry-after': String(Math.max(1, Math.ceil((entry.resetAt - now) / 1000))) },
+      });
+    }
+  }
+
+  /** Counts one failure against `ip`. */
+  record(ip: string, now = Date.now()): void {
+    if (this.max === 0) return;
+    const entry = this.counts.get(ip);
+    if (entry && now < entry.resetAt) {
+      entry.count++;
+      return;
+    }
+    // Bounded: expired windows go first; a flood of addresses cannot grow the map without end.
+    if (this.counts.size >= 100_000) {
+      for (const [key, value] of this.counts) if (value.resetAt <= now) this.counts.delete(key);
+      if (this.counts.size >= 100_000) this.counts.delete(this.counts.keys().next().value as string);
+    }
+    this.counts.set(ip, { count: 1, resetAt: now + this.windowMs });
+  }
 }

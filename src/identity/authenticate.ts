@@ -25,7 +25,7 @@ declare module '../http/context.ts' {
      * own statement (`callerCheck`, then `principalFromCaller`).
      */
     deferredCredential?: DeferredCredential;
-    /** What the rate limiter counts against: the session, or the API token's hash. */
+    /** What the rate limiter counts against: the user (`user:<id>`), or the API token's hash. */
     credentialKey?: string;
   }
 }
@@ -38,6 +38,8 @@ declare module 'fastify' {
      * X-Impersonate-User are deferred; anything else takes the usual path.
      */
     deferCredentialCheck?: boolean;
+    /** The route checks a password: its 401s count as failed authentications of the client IP. */
+    signIn?: boolean;
   }
 }
 
@@ -67,10 +69,12 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       if (header !== undefined) request.ctx.impersonateUserId = typeof header === 'string' ? header : '';
     },
     authentication: async (request) => {
+      // An address over its limit of failures is refused before any lookup.
+      deps.rateLimiter.failures.assertAllowed(request.ip);
       const deferred = request.routeOptions.config.deferCredentialCheck ? deferrable(deps, request, knownApiTokens) : null;
       if (deferred) {
         request.ctx.deferredCredential = deferred;
-        request.ctx.credentialKey = deferred.kind === 'jwt' ? `jwt:${deferred.sessionId}` : `api_token:${deferred.hash}`;
+        request.ctx.credentialKey = deferred.kind === 'jwt' ? `user:${deferred.userId}` : `api_token:${deferred.hash}`;
         return;
       }
       let principal = await authenticate(deps, request);
@@ -79,7 +83,8 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
         knownApiTokens.add(hash, Date.now());
         request.ctx.credentialKey = `api_token:${hash}`;
       } else {
-        request.ctx.credentialKey = `${principal.kind}:${principal.credentialId}`;
+        // A user's sessions and PATs share one budget (the caller's, before any impersonation).
+        request.ctx.credentialKey = `user:${principal.userId}`;
       }
       if (request.ctx.impersonateUserId !== null) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
       request.ctx.principal = principal;
@@ -105,6 +110,11 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       }
     },
     rateLimit: (request, reply) => deps.rateLimiter.check(request, reply),
+    authenticationFailed: (request) => {
+      // A guess: credentials were presented (a bearer value, a session cookie, a password), not merely missing.
+      const presented = request.headers.authorization !== undefined || Boolean(request.cookies?.[SESSION_COOKIE]) || request.routeOptions.config.signIn === true;
+      if (presented) deps.rateLimiter.failures.record(request.ip);
+    },
   };
 }
 

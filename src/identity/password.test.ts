@@ -37,4 +37,17 @@ describe('PasswordHasher', () => {
     expect(rejected).toHaveLength(2);
     expect(rejected[0]?.reason).toMatchObject({ code: 'RATE_LIMITED', headers: { 'retry-after': '1' } });
   });
+
+  it('shares hashing fairly between clients: a flood waits behind itself, another client goes next', async () => {
+    const hasher = new PasswordHasher({ cost: 12, concurrency: 1, maxQueuePerClient: 4 });
+    const finished: string[] = [];
+    const flood = Array.from({ length: 10 }, (_, i) => hasher.hash(`flood ${i}`, 'flooder').then(() => finished.push('flooder'), () => finished.push('flooder refused')));
+    await new Promise((resolve) => setImmediate(resolve));
+    const victim = hasher.hash('a real password', 'victim').then(() => finished.push('victim'));
+    await Promise.all([...flood, victim]);
+    // One flood hash was running and four waited; the other five were refused at once. The
+    // queues take turns: the victim waited for one more flood hash, not for the whole flood.
+    expect(finished.filter((entry) => entry === 'flooder refused')).toHaveLength(5);
+    expect(finished.filter((entry) => entry !== 'flooder refused')).toEqual(['flooder', 'flooder', 'victim', 'flooder', 'flooder', 'flooder']);
+  });
 });

@@ -45,7 +45,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       await rateLimiter.checkEmail(request, reply);
       const body = request.body as { email: string; password: string; name?: string };
       // Hash before opening the transaction: never hold the database across 0.4 s of scrypt.
-      const passwordHash = await passwords.hash(body.password);
+      const passwordHash = await passwords.hash(body.password, request.ip);
       const tx = await request.ctx.tx();
       const name = (body.name ?? '').trim();
       const user = await insertUser(tx, { email: body.email, name, passwordHash });
@@ -65,7 +65,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/login',
     {
-      config: { auth: 'public' },
+      config: { auth: 'public', signIn: true },
       schema: {
         summary: 'Sign in with e-mail and password',
         tags: ['identity'],
@@ -74,14 +74,16 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
+      // An address over its limit of failed sign-ins is refused before the password is hashed.
+      rateLimiter.failures.assertAllowed(request.ip);
       await rateLimiter.checkEmail(request, reply);
       const body = request.body as { email: string; password: string };
       const user = await findUserByEmail(services.db, body.email);
       // Unknown e-mails cost the same scrypt work and get the same answer.
-      const valid = user ? await passwords.verify(body.password, user.passwordHash) : await passwords.verifyDummy(body.password);
+      const valid = user ? await passwords.verify(body.password, user.passwordHash, request.ip) : await passwords.verifyDummy(body.password, request.ip);
       if (!user || !valid) throw new AppError('UNAUTHENTICATED', { message: INVALID_LOGIN });
       // A hash made at another cost would make this user's logins time differently from unknown e-mails.
-      const newHash = passwords.needsRehash(user.passwordHash) ? await passwords.hash(body.password) : null;
+      const newHash = passwords.needsRehash(user.passwordHash) ? await passwords.hash(body.password, request.ip) : null;
       const tx = await request.ctx.tx();
       if (newHash) await tx.update(users).set({ passwordHash: newHash }).where(eq(users.id, user.id));
       const organization = await loginOrganization(tx, services, request.ctx, user);
