@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from './load.ts';
 
@@ -118,5 +119,53 @@ describe('loadConfig', () => {
     const file = join(dir, 'c.json');
     writeFileSync(file, JSON.stringify({ server: { prot: 1 } }));
     expect(problems({ ...base, CONFIG_FILE: file })).toEqual(['server.prot: unknown setting; remove it or check its spelling']);
+  });
+});
+
+describe('loadConfig and secrets', () => {
+  const SECRET_VALUE = fc.stringMatching(/^[A-Za-z0-9+/=:_.,@-]{12,80}$/);
+  /** Every secret setting, as an environment variable or a config-file entry. */
+  const secretSettings: { name: string; env: (value: string) => Record<string, string>; file?: (value: string) => unknown }[] = [
+    { name: 'ENCRYPTION_KEYS', env: (value) => ({ ENCRYPTION_KEYS: value }) },
+    { name: 'ENCRYPTION_KEYS (second key)', env: (value) => ({ ENCRYPTION_KEYS: `k1:${KEY},${value}` }) },
+    { name: 'JWT_SECRET', env: (value) => ({ JWT_SECRET: value.slice(0, 31) }) },
+    { name: 'JWT_SECRETS', env: (value) => ({ JWT_SECRETS: value }) },
+    { name: 'BOOTSTRAP_ADMIN_PASSWORD', env: (value) => ({ BOOTSTRAP_ADMIN_EMAIL: 'root@example.com', BOOTSTRAP_ADMIN_PASSWORD: `${value}${'x'.repeat(260)}` }) },
+    { name: 'DATABASE_URL', env: (value) => ({ DATABASE_URL: `postgres//admin:${value}@db.internal/tessera` }) },
+    { name: 'EVENTS_WEBHOOK_SECRET', env: (value) => ({ EVENTS_WEBHOOK_URL: 'https://hooks.example.com/in', EVENTS_WEBHOOK_SECRET: value }) },
+    { name: 'EVENTS_WEBHOOK_URL', env: (value) => ({ EVENTS_WEBHOOK_URL: `http://hooks.example.com/services/${value}`, EVENTS_WEBHOOK_SECRET: `whsec_${KEY}` }) },
+    { name: 'INTEGRATION_OAUTH_<P>_CLIENT_SECRET', env: (value) => ({ INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET: value, INTEGRATION_OAUTH_GITHUB_CLIENT_ID: 'id', INTEGRATION_OAUTH_GITHUB_TOKEN_URL: 'ftp://nope' }) },
+    { name: 'secrets.keys in a file', env: () => ({}), file: (value) => ({ secrets: { keys: value } }) },
+    { name: 'a client secret in a file', env: () => ({}), file: (value) => ({ integrationOauthProvider: { github: { clientSecret: { value } } } }) },
+    { name: 'a YAML file that does not parse', env: () => ({}), file: (value) => `secrets:\n  keys: "${value}\n  : - [` },
+  ];
+
+  it('never shows any part of a secret value, whatever the malformation', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-config-'));
+    for (const setting of secretSettings) {
+      fc.assert(
+        fc.property(SECRET_VALUE, (value) => {
+          const env: Record<string, string> = { ...(setting.file ? { JWT_SECRET: base.JWT_SECRET } : base), ...setting.env(value) };
+          if (setting.file) {
+            const file = join(dir, 'c.yaml');
+            const content = setting.file(value);
+            writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+            env.CONFIG_FILE = file;
+          }
+          const text = problems(env).join('\n');
+          expect(text, setting.name).not.toBe('');
+          // No run of 8 characters of the value: neither the whole nor a prefix, suffix or middle.
+          for (let at = 0; at + 8 <= value.length; at++) expect(text, `${setting.name}: ${text}`).not.toContain(value.slice(at, at + 8));
+        }),
+        { numRuns: 40 },
+      );
+    }
+  });
+
+  it('names the setting and the expected shape when a key has no id (the reproduction: a bare 44-character key)', () => {
+    const bare = Buffer.alloc(32, 9).toString('base64');
+    expect(problems({ ...base, ENCRYPTION_KEYS: bare })).toEqual([
+      'ENCRYPTION_KEYS (secrets.keys): expected "keyId:base64(32 bytes)", got an entry that is not "keyId:base64"; generate one with: openssl rand -base64 32',
+    ]);
   });
 });

@@ -4,61 +4,19 @@ import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
-import { ConfigSchema, type ProviderSettings, type RawConfig } from './schema.ts';
+import { ConfigSchema, type ProviderSettings, type RawConfig, type SettingInfo, type SettingKind, settingsOf } from './schema.ts';
 
-type Kind = 'string' | 'int' | 'bool' | 'list';
+/** Settings with an environment variable, from their declarations (schema.ts). */
+const SETTINGS = settingsOf();
+const ENV_SETTINGS = SETTINGS.filter((item): item is SettingInfo & { env: string } => item.env !== undefined);
+const SECRET_PATHS = new Set(SETTINGS.filter((item) => item.secret).map((item) => item.path));
 
-/** Environment variable → config path, and how to read its string. */
-const ENV_SETTINGS: [env: string, path: string, kind: Kind][] = [
-  ['APP_ENV', 'env', 'string'],
-  ['LOG_LEVEL', 'log.level', 'string'],
-  ['HOST', 'server.host', 'string'],
-  ['PORT', 'server.port', 'int'],
-  ['PUBLIC_URL', 'server.publicUrl', 'string'],
-  ['TRUST_PROXY', 'server.trustProxy', 'list'],
-  ['CORS_ORIGINS', 'server.corsOrigins', 'list'],
-  ['SHUTDOWN_TIMEOUT', 'server.shutdownTimeout', 'int'],
-  ['REQUEST_TIMEOUT', 'server.requestTimeout', 'int'],
-  ['METRICS_ENABLED', 'server.metricsEnabled', 'bool'],
-  ['DATABASE_URL', 'db.url', 'string'],
-  ['DATA_DIR', 'db.dataDir', 'string'],
-  ['DB_POOL_MAX', 'db.poolMax', 'int'],
-  ['DB_STATEMENT_TIMEOUT', 'db.statementTimeout', 'int'],
-  ['DB_CONNECT_TIMEOUT', 'db.connectTimeout', 'int'],
-  ['ENCRYPTION_KEYS', 'secrets.keys', 'string'],
-  ['JWT_SECRET', 'auth.jwtSecret', 'string'],
-  ['JWT_SECRETS', 'auth.jwtSecrets', 'string'],
-  ['SESSION_TTL', 'auth.sessionTtl', 'int'],
-  ['BOOTSTRAP_ADMIN_EMAIL', 'auth.bootstrapAdmin.email', 'string'],
-  ['BOOTSTRAP_ADMIN_PASSWORD', 'auth.bootstrapAdmin.password', 'string'],
-  ['PASSWORD_COST', 'auth.passwordCost', 'int'],
-  ['CSRF_ENABLED', 'csrf.enabled', 'bool'],
-  ['RATE_LIMIT_MAX', 'rateLimit.max', 'int'],
-  ['RATE_LIMIT_WINDOW', 'rateLimit.window', 'int'],
-  ['OAUTH_STATUS_MAX_AGE', 'oauth.statusMaxAge', 'int'],
-  ['OAUTH_STATE_EXPIRY', 'oauth.stateExpiry', 'int'],
-  ['OAUTH_TOKEN_VALIDATION_INTERVAL', 'oauth.validationInterval', 'int'],
-  ['OAUTH_REDIRECT_ORIGINS', 'oauth.redirectOrigins', 'list'],
-  ['PROVIDER_TIMEOUT', 'oauth.providerTimeout', 'int'],
-  ['EVENTS_POLL_INTERVAL', 'events.pollInterval', 'int'],
-  ['EVENTS_RETRY_BASE', 'events.retryBase', 'int'],
-  ['EVENTS_RETRY_MAX', 'events.retryMax', 'int'],
-  ['GRAPHQL_INTROSPECTION', 'graphql.introspection', 'bool'],
-  ['GRAPHQL_MAX_DEPTH', 'graphql.maxDepth', 'int'],
-  ['GRAPHQL_MAX_COST', 'graphql.maxCost', 'int'],
-  ['GRAPHQL_MAX_BATCH', 'graphql.maxBatch', 'int'],
-];
-
-const PROVIDER_ENV = /^INTEGRATION_OAUTH_([A-Z][A-Z0-9]*)_(CLIENT_ID|CLIENT_SECRET|CLIENT_ENDPOINT|SCOPES|AUTH_URL|TOKEN_URL|API_URL)$/;
-const PROVIDER_KEYS: Record<string, keyof ProviderSettings> = {
-  CLIENT_ID: 'clientId',
-  CLIENT_SECRET: 'clientSecret',
-  CLIENT_ENDPOINT: 'clientEndpoint',
-  SCOPES: 'scopes',
-  AUTH_URL: 'authUrl',
-  TOKEN_URL: 'tokenUrl',
-  API_URL: 'apiUrl',
-};
+/** `INTEGRATION_OAUTH_<P>_<KEY>`: each provider setting's env suffix is its key in SNAKE_CASE (clientSecret → CLIENT_SECRET). */
+const PROVIDER_SETTINGS = settingsOf(ConfigSchema.properties.integrationOauthProvider).map((item) => {
+  const key = item.path.split('.').at(-1) as string;
+  return { ...item, key, suffix: key.replace(/[A-Z]/g, (letter) => `_${letter}`).toUpperCase() };
+});
+const PROVIDER_ENV = new RegExp(`^INTEGRATION_OAUTH_([A-Z][A-Z0-9]*)_(${PROVIDER_SETTINGS.map((item) => item.suffix).join('|')})$`);
 
 export interface Keyring {
   /** Id of the key that encrypts new secrets (the first listed). */
@@ -109,7 +67,7 @@ export interface LoadOptions {
   persistGeneratedSecrets?: boolean;
 }
 
-const envNameByPath = new Map(ENV_SETTINGS.map(([env, path]) => [path, env]));
+const envNameByPath = new Map(ENV_SETTINGS.map((item) => [item.path, item.env]));
 
 /** Parses the configuration once: file, then environment, then validation. Throws ConfigError. */
 export function loadConfig(options: LoadOptions = {}): Config {
@@ -118,29 +76,37 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const raw: Record<string, unknown> = {};
 
   if (env.CONFIG_FILE) {
+    let text: string | undefined;
     try {
-      const parsed: unknown = parseYaml(readFileSync(env.CONFIG_FILE, 'utf8'));
+      text = readFileSync(env.CONFIG_FILE, 'utf8');
+    } catch (error) {
+      problems.push(`CONFIG_FILE: cannot read ${env.CONFIG_FILE} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+    }
+    try {
+      const parsed: unknown = text === undefined ? null : parseYaml(text);
       if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) Object.assign(raw, parsed);
       else if (parsed != null) problems.push(`CONFIG_FILE: ${env.CONFIG_FILE} must hold a YAML or JSON object`);
     } catch (error) {
-      problems.push(`CONFIG_FILE: cannot read ${env.CONFIG_FILE} (${(error as Error).message.split('\n')[0]})`);
+      // The parser's message quotes the file, which holds secrets: only where the problem is.
+      const at = (error as { linePos?: { line: number; col: number }[] }).linePos?.[0];
+      problems.push(`CONFIG_FILE: ${env.CONFIG_FILE} is not valid YAML or JSON${at ? ` (line ${at.line}, column ${at.col})` : ''}`);
     }
   }
   normalizeFileLists(raw);
 
-  for (const [name, path, kind] of ENV_SETTINGS) {
+  for (const { env: name, path, kind, secret } of ENV_SETTINGS) {
     const value = env[name];
     if (value === undefined || value === '') continue;
     const parsed = parseEnvValue(value, kind);
-    if (parsed === undefined) problems.push(`${name}: expected ${kindText(kind)}, got "${shorten(value)}"`);
+    if (parsed === undefined) problems.push(`${name}: expected ${kindText(kind)}${secret ? '' : `, got "${shorten(value)}"`}`);
     else setPath(raw, path, parsed);
   }
   for (const [name, value] of Object.entries(env)) {
     const match = PROVIDER_ENV.exec(name);
     if (!match || value === undefined || value === '') continue;
-    const [, provider = '', key = ''] = match;
-    const field = PROVIDER_KEYS[key] as string;
-    setPath(raw, ['integrationOauthProvider', provider.toLowerCase(), field], field === 'scopes' ? splitList(value) : value);
+    const [, provider = '', suffix = ''] = match;
+    const setting = PROVIDER_SETTINGS.find((item) => item.suffix === suffix) as (typeof PROVIDER_SETTINGS)[number];
+    setPath(raw, ['integrationOauthProvider', provider.toLowerCase(), setting.key], setting.kind === 'list' ? splitList(value) : value);
   }
   if (env.EVENTS_WEBHOOK_URL || env.EVENTS_WEBHOOK_SECRET) {
     const webhooks = Array.isArray(getPath(raw, 'events.webhooks')) ? (getPath(raw, 'events.webhooks') as unknown[]) : [];
@@ -168,8 +134,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
   for (const cidr of config.server.trustProxy) {
     if (!isCidr(cidr)) problems.push(`TRUST_PROXY: expected a comma list of IP addresses or CIDRs, got "${shorten(cidr)}"`);
   }
+  if (config.db.url !== undefined && !isPostgresUrl(config.db.url)) {
+    problems.push('DATABASE_URL (db.url): expected postgres://user:password@host:port/database (the value is not shown: it may hold a password)');
+  }
   for (const [index, hook] of config.events.webhooks.entries()) {
-    checkUrl(hook.url, `EVENTS_WEBHOOK_URL (events.webhooks[${index}].url)`, isProduction, problems);
+    checkUrl(hook.url, `EVENTS_WEBHOOK_URL (events.webhooks[${index}].url)`, isProduction, problems, { secret: true });
     const secret = /^whsec_([A-Za-z0-9+/=]+)$/.exec(hook.secret);
     const bytes = secret?.[1] ? Buffer.from(secret[1], 'base64').length : 0;
     if (bytes < 24 || bytes > 64) {
@@ -234,13 +203,18 @@ export function isLoopbackHost(hostname: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
-/** Returns the URL normalized, or '' after recording a problem. HTTPS except loopback in development. */
-function checkUrl(value: string, name: string, isProduction: boolean, problems: string[]): string {
+/**
+ * Returns the URL normalized, or '' after recording a problem. HTTPS except loopback in
+ * development. A secret URL (a webhook's, which may carry the receiver's credential) is
+ * never quoted.
+ */
+function checkUrl(value: string, name: string, isProduction: boolean, problems: string[], options: { secret?: boolean } = {}): string {
+  const got = (text: string) => (options.secret ? '' : `, got "${shorten(text)}"`);
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    problems.push(`${name}: expected an absolute URL, got "${shorten(value)}"`);
+    problems.push(`${name}: expected an absolute URL${got(value)}`);
     return '';
   }
   if (url.username || url.password || url.hash) {
@@ -249,10 +223,19 @@ function checkUrl(value: string, name: string, isProduction: boolean, problems: 
   }
   const loopbackHttp = url.protocol === 'http:' && isLoopbackHost(url.hostname);
   if (url.protocol !== 'https:' && !(loopbackHttp && !isProduction)) {
-    problems.push(`${name}: must use https:${isProduction ? '' : ' (http: is allowed only for loopback hosts in development)'}, got "${shorten(`${url.protocol}//${url.host}`)}"`);
+    problems.push(`${name}: must use https:${isProduction ? '' : ' (http: is allowed only for loopback hosts in development)'}${got(`${url.protocol}//${url.host}`)}`);
     return '';
   }
   return url.href.replace(/\/$/, '');
+}
+
+function isPostgresUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'postgres:' || url.protocol === 'postgresql:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
 }
 
 function parseKeyring(value: string, problems: string[]): Keyring | undefined {
@@ -262,7 +245,8 @@ function parseKeyring(value: string, problems: string[]): Keyring | undefined {
     const match = /^([A-Za-z0-9_-]{1,32}):([A-Za-z0-9+/=_-]+)$/.exec(entry);
     const key = match?.[2] ? Buffer.from(match[2], 'base64') : undefined;
     if (!match?.[1] || !key || key.length !== 32) {
-      const got = key ? `${key.length} bytes` : `"${shorten(entry.split(':')[0] ?? '')}:…"`;
+      // Never any part of the value: an entry without "keyId:" is the key itself.
+      const got = !match ? 'an entry that is not "keyId:base64"' : `${key?.length ?? 0} bytes`;
       problems.push(`ENCRYPTION_KEYS (secrets.keys): expected "keyId:base64(32 bytes)", got ${got}; generate one with: openssl rand -base64 32`);
       continue;
     }
@@ -340,7 +324,7 @@ function normalizeFileLists(raw: Record<string, unknown>): void {
   }
 }
 
-function parseEnvValue(value: string, kind: Kind): unknown {
+function parseEnvValue(value: string, kind: SettingKind): unknown {
   switch (kind) {
     case 'string':
       return value;
@@ -353,7 +337,7 @@ function parseEnvValue(value: string, kind: Kind): unknown {
   }
 }
 
-function kindText(kind: Kind): string {
+function kindText(kind: SettingKind): string {
   return { string: 'a string', int: 'an integer', bool: 'true or false', list: 'a comma-separated list' }[kind];
 }
 

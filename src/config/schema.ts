@@ -1,12 +1,33 @@
-import { Type, type Static } from 'typebox';
+import { type Static, type TSchema, Type } from 'typebox';
 
-const Seconds = (defaultValue: number, description: string) =>
-  Type.Integer({ minimum: 1, default: defaultValue, description });
+/**
+ * One declaration per setting: its type, default and bounds (TypeBox, checked by Ajv), the
+ * environment variable that sets it, and whether it is a secret. A secret's value never
+ * appears in any message, whatever is wrong with it (CONTRACT.md §1). The environment
+ * table (`settingsOf`) is derived from these declarations, so there is one list to keep.
+ */
+interface SettingOptions {
+  env?: string;
+  secret?: boolean;
+}
 
+/** Marks a schema as a setting: `env` sets it, `secret` keeps its value out of every message. */
+function setting<T extends TSchema>(schema: T, options: SettingOptions): T {
+  return Object.assign(schema, { 'x-env': options.env, 'x-secret': options.secret === true });
+}
+
+const Seconds = (env: string, defaultValue: number, description: string) => setting(Type.Integer({ minimum: 1, default: defaultValue, description }), { env });
+const Count = (env: string, minimum: number, defaultValue: number, description?: string) =>
+  setting(Type.Integer({ minimum, default: defaultValue, ...(description ? { description } : {}) }), { env });
+const Text = (env: string, extra: Record<string, unknown> = {}, secret = false) => setting(Type.String({ minLength: 1, ...extra }), { env, secret });
+const List = (env: string) => setting(Type.Array(Type.String({ minLength: 1 }), { default: [] }), { env });
+const Flag = (env: string, defaultValue: boolean) => setting(Type.Boolean({ default: defaultValue }), { env });
+
+/** A provider's settings; the environment's `INTEGRATION_OAUTH_<P>_<KEY>` map onto them (load.ts). */
 const ProviderSettings = Type.Object(
   {
     clientId: Type.Optional(Type.String({ minLength: 1 })),
-    clientSecret: Type.Optional(Type.String({ minLength: 1 })),
+    clientSecret: Type.Optional(setting(Type.String({ minLength: 1 }), { secret: true })),
     clientEndpoint: Type.Optional(Type.String({ minLength: 1 })),
     scopes: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
     authUrl: Type.Optional(Type.String({ minLength: 1 })),
@@ -17,109 +38,81 @@ const ProviderSettings = Type.Object(
 );
 
 const Webhook = Type.Object(
-  { url: Type.String({ minLength: 1 }), secret: Type.String({ minLength: 1 }) },
+  {
+    // A webhook URL may carry a credential of the receiver's (a path token): secret too.
+    url: setting(Type.String({ minLength: 1 }), { secret: true }),
+    secret: setting(Type.String({ minLength: 1 }), { secret: true }),
+  },
   { additionalProperties: false },
 );
 
-/**
- * Every setting of CONTRACT.md §1 (and a few of our own), as the config file spells it.
- * Environment variables are mapped onto these paths by `ENV_SETTINGS` in load.ts.
- */
+const section = <T extends Record<string, TSchema>>(properties: T) => Type.Object(properties, { additionalProperties: false, default: {} });
+
+/** Every setting of CONTRACT.md §1 (and a few of our own), as the config file spells it. */
 export const ConfigSchema = Type.Object(
   {
-    env: Type.Union([Type.Literal('development'), Type.Literal('production')], { default: 'development' }),
-    log: Type.Object(
-      {
-        level: Type.Union(
-          ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
-          { default: 'info' },
+    env: setting(Type.Union([Type.Literal('development'), Type.Literal('production')], { default: 'development' }), { env: 'APP_ENV' }),
+    log: section({
+      level: setting(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }), { env: 'LOG_LEVEL' }),
+    }),
+    server: section({
+      host: setting(Type.String({ minLength: 1, default: '127.0.0.1' }), { env: 'HOST' }),
+      port: setting(Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }), { env: 'PORT' }),
+      publicUrl: Type.Optional(Text('PUBLIC_URL')),
+      trustProxy: List('TRUST_PROXY'),
+      corsOrigins: List('CORS_ORIGINS'),
+      shutdownTimeout: Seconds('SHUTDOWN_TIMEOUT', 10, 'seconds in-flight requests get to finish on SIGTERM'),
+      requestTimeout: Seconds('REQUEST_TIMEOUT', 30, "seconds for a request's headers and body to arrive"),
+      metricsEnabled: Flag('METRICS_ENABLED', false),
+    }),
+    db: section({
+      // Its password must never be shown: the whole URL is treated as a secret.
+      url: Type.Optional(Text('DATABASE_URL', {}, true)),
+      dataDir: setting(Type.String({ minLength: 1, default: './data' }), { env: 'DATA_DIR' }),
+      poolMax: Count('DB_POOL_MAX', 1, 10),
+      statementTimeout: Seconds('DB_STATEMENT_TIMEOUT', 30, 'seconds a statement may run'),
+      connectTimeout: Seconds('DB_CONNECT_TIMEOUT', 5, 'seconds to wait for a connection'),
+    }),
+    secrets: section({ keys: Type.Optional(Text('ENCRYPTION_KEYS', {}, true)) }),
+    auth: section({
+      jwtSecret: Type.Optional(Text('JWT_SECRET', { minLength: 32 }, true)),
+      jwtSecrets: Type.Optional(Text('JWT_SECRETS', {}, true)),
+      sessionTtl: Seconds('SESSION_TTL', 3600, 'session lifetime'),
+      bootstrapAdmin: Type.Optional(
+        Type.Object(
+          {
+            email: setting(Type.String({ minLength: 3 }), { env: 'BOOTSTRAP_ADMIN_EMAIL' }),
+            password: setting(Type.String({ minLength: 12, maxLength: 256 }), { env: 'BOOTSTRAP_ADMIN_PASSWORD', secret: true }),
+          },
+          { additionalProperties: false },
         ),
-      },
-      { additionalProperties: false, default: {} },
-    ),
-    server: Type.Object(
-      {
-        host: Type.String({ minLength: 1, default: '127.0.0.1' }),
-        port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
-        publicUrl: Type.Optional(Type.String({ minLength: 1 })),
-        trustProxy: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
-        corsOrigins: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
-        shutdownTimeout: Seconds(10, 'seconds in-flight requests get to finish on SIGTERM'),
-        requestTimeout: Seconds(30, "seconds for a request's headers and body to arrive"),
-        metricsEnabled: Type.Boolean({ default: false }),
-      },
-      { additionalProperties: false, default: {} },
-    ),
-    db: Type.Object(
-      {
-        url: Type.Optional(Type.String({ minLength: 1 })),
-        dataDir: Type.String({ minLength: 1, default: './data' }),
-        poolMax: Type.Integer({ minimum: 1, default: 10 }),
-        statementTimeout: Seconds(30, 'seconds a statement may run'),
-        connectTimeout: Seconds(5, 'seconds to wait for a connection'),
-      },
-      { additionalProperties: false, default: {} },
-    ),
-    secrets: Type.Object(
-      { keys: Type.Optional(Type.String({ minLength: 1 })) },
-      { additionalProperties: false, default: {} },
-    ),
-    auth: Type.Object(
-      {
-        jwtSecret: Type.Optional(Type.String({ minLength: 32 })),
-        jwtSecrets: Type.Optional(Type.String({ minLength: 1 })),
-        sessionTtl: Seconds(3600, 'session lifetime'),
-        bootstrapAdmin: Type.Optional(
-          Type.Object(
-            { email: Type.String({ minLength: 3 }), password: Type.String({ minLength: 12, maxLength: 256 }) },
-            { additionalProperties: false },
-          ),
-        ),
-        passwordCost: Type.Integer({
-          minimum: 1,
-          maximum: 20,
-          default: 17,
-          description: 'log2 of scrypt N; tests lower it, production keeps 17',
-        }),
-      },
-      { additionalProperties: false, default: {} },
-    ),
-    csrf: Type.Object({ enabled: Type.Boolean({ default: true }) }, { additionalProperties: false, default: {} }),
-    rateLimit: Type.Object(
-      {
-        max: Type.Integer({ minimum: 0, default: 600 }),
-        window: Seconds(60, 'rate-limit window'),
-      },
-      { additionalProperties: false, default: {} },
-    ),
-    oauth: Type.Object(
-      {
-        statusMaxAge: Seconds(60, 'age after which status re-validates live'),
-        stateExpiry: Seconds(300, 'OAuth state lifetime'),
-        validationInterval: Seconds(14400, 'background validation interval'),
-        redirectOrigins: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
-        providerTimeout: Seconds(10, 'seconds a provider call may take'),
-      },
-      { additionalProperties: false, default: {} },
-    ),
-    events: Type.Object(
-      {
-        webhooks: Type.Array(Webhook, { default: [] }),
-        pollInterval: Seconds(5, 'seconds between outbox polls (commits also wake the dispatcher)'),
-        retryBase: Seconds(1, 'first retry delay of a failed delivery, seconds (doubles, with jitter)'),
-        retryMax: Seconds(600, 'longest retry delay, seconds'),
-      },
-      { additionalProperties: false, default: {} },
-    ),
-    graphql: Type.Object(
-      {
-        introspection: Type.Optional(Type.Boolean({ description: 'default: on in development, off in production' })),
-        maxDepth: Type.Integer({ minimum: 1, default: 10 }),
-        maxCost: Type.Integer({ minimum: 1, default: 5000 }),
-        maxBatch: Type.Integer({ minimum: 1, default: 5 }),
-      },
-      { additionalProperties: false, default: {} },
-    ),
+      ),
+      passwordCost: setting(Type.Integer({ minimum: 1, maximum: 20, default: 17, description: 'log2 of scrypt N; tests lower it, production keeps 17' }), { env: 'PASSWORD_COST' }),
+    }),
+    csrf: section({ enabled: Flag('CSRF_ENABLED', true) }),
+    rateLimit: section({
+      max: Count('RATE_LIMIT_MAX', 0, 600),
+      window: Seconds('RATE_LIMIT_WINDOW', 60, 'rate-limit window'),
+    }),
+    oauth: section({
+      statusMaxAge: Seconds('OAUTH_STATUS_MAX_AGE', 60, 'age after which status re-validates live'),
+      stateExpiry: Seconds('OAUTH_STATE_EXPIRY', 300, 'OAuth state lifetime'),
+      validationInterval: Seconds('OAUTH_TOKEN_VALIDATION_INTERVAL', 14400, 'background validation interval'),
+      redirectOrigins: Type.Optional(setting(Type.Array(Type.String({ minLength: 1 })), { env: 'OAUTH_REDIRECT_ORIGINS' })),
+      providerTimeout: Seconds('PROVIDER_TIMEOUT', 10, 'seconds a provider call may take'),
+    }),
+    events: section({
+      webhooks: Type.Array(Webhook, { default: [] }),
+      pollInterval: Seconds('EVENTS_POLL_INTERVAL', 5, 'seconds between outbox polls (commits also wake the dispatcher)'),
+      retryBase: Seconds('EVENTS_RETRY_BASE', 1, 'first retry delay of a failed delivery, seconds (doubles, with jitter)'),
+      retryMax: Seconds('EVENTS_RETRY_MAX', 600, 'longest retry delay, seconds'),
+    }),
+    graphql: section({
+      introspection: Type.Optional(setting(Type.Boolean({ description: 'default: on in development, off in production' }), { env: 'GRAPHQL_INTROSPECTION' })),
+      maxDepth: Count('GRAPHQL_MAX_DEPTH', 1, 10),
+      maxCost: Count('GRAPHQL_MAX_COST', 1, 5000),
+      maxBatch: Count('GRAPHQL_MAX_BATCH', 1, 5),
+    }),
     integrationOauthProvider: Type.Record(Type.String(), ProviderSettings, { default: {} }),
   },
   { additionalProperties: false },
@@ -127,3 +120,26 @@ export const ConfigSchema = Type.Object(
 
 export type RawConfig = Static<typeof ConfigSchema>;
 export type ProviderSettings = Static<typeof ProviderSettings>;
+
+/** How an environment variable's text is read. */
+export type SettingKind = 'string' | 'int' | 'bool' | 'list';
+
+/** A setting as the loader sees it: where it lives, how its text reads, and whether it is secret. */
+export interface SettingInfo {
+  /** Dotted path in the config file; `*` for a record's key and `[]` for an array's items. */
+  path: string;
+  env?: string;
+  kind: SettingKind;
+  secret: boolean;
+}
+
+/** Every declared setting, found by walking a schema (default: the whole configuration). */
+export function settingsOf(schema: TSchema = ConfigSchema, path = ''): SettingInfo[] {
+  const node = schema as TSchema & { properties?: Record<string, TSchema>; patternProperties?: Record<string, TSchema>; items?: TSchema; anyOf?: TSchema[]; type?: string; 'x-env'?: string; 'x-secret'?: boolean };
+  const join = (key: string) => (path ? `${path}.${key}` : key);
+  if (node.properties && !('x-env' in node)) return Object.entries(node.properties).flatMap(([key, child]) => settingsOf(child, join(key)));
+  if (node.patternProperties) return Object.values(node.patternProperties).flatMap((child) => settingsOf(child, join('*')));
+  if (node.type === 'array' && node.items && (node.items as { properties?: unknown }).properties) return settingsOf(node.items, `${path}[]`);
+  const kind: SettingKind = node.type === 'integer' ? 'int' : node.type === 'boolean' ? 'bool' : node.type === 'array' ? 'list' : 'string';
+  return [{ path, kind, secret: node['x-secret'] === true, ...(node['x-env'] ? { env: node['x-env'] } : {}) }];
+}
