@@ -432,3 +432,84 @@ describe('password hashing', () => {
     expect(new Set(statuses)).toEqual(new Set([401, 429]));
   });
 });
+
+// ---------------------------------------------------------------- GraphQL budgets and messages
+
+describe('GraphQL limits', () => {
+  const query = (token: string, body: unknown) => t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(token), payload: body as Record<string, unknown> });
+
+  it("count a connection's page size through its nodes and edges", async () => {
+    const pages = (count: number, selection: string) => `{ ${Array.from({ length: count }, (_, i) => `a${i}: auditLogs(first: 100) { ${selection} }`).join(' ')} }`;
+    for (const document of [
+      pages(68, 'nodes { id action createdAt }'),
+      pages(30, 'edges { cursor node { id action } }'),
+      `query($n: Int) { ${Array.from({ length: 30 }, (_, i) => `a${i}: auditLogs(first: $n) { nodes { id action } }`).join(' ')} }`,
+      `fragment F on AuditLogConnection { nodes { id action detail } } { ${Array.from({ length: 30 }, (_, i) => `a${i}: auditLogs(first: 100) { ...F }`).join(' ')} }`,
+    ]) {
+      const res = await query(owner.token, { query: document, variables: { n: 100 } });
+      expect(res.statusCode, document.slice(0, 80)).toBe(400);
+      expect(res.json().errors[0]).toMatchObject({ message: expect.stringMatching(/too expensive/), extensions: { code: 'INVALID_INPUT' } });
+    }
+    const fine = await query(owner.token, { query: '{ auditLogs(first: 100) { nodes { id action } pageInfo { hasNextPage } } }' });
+    expect(fine.statusCode, fine.body).toBe(200);
+    expect(fine.json().data.auditLogs.nodes.length).toBeGreaterThan(0);
+  });
+
+  it('apply one cost budget to a whole batch: nothing of an expensive batch runs', async () => {
+    const aliased = (count: number) => `{ ${Array.from({ length: count }, (_, i) => `m${i}: me { id }`).join(' ')} }`;
+    const before = await t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(owner.token), payload: { query: '{ organizations { id } }' } });
+    expect(before.statusCode).toBe(200);
+    // Each operation is under the budget (cost 2 × aliases); together they are far over it.
+    for (const batch of [Array.from({ length: 5 }, () => ({ query: aliased(2450) })), Array.from({ length: 3 }, () => ({ query: aliased(1000) }))]) {
+      const started = Date.now();
+      const res = await query(owner.token, batch);
+      expect(res.statusCode).toBe(400);
+      const results = res.json() as { data?: unknown; errors: { message: string }[] }[];
+      expect(results).toHaveLength(batch.length);
+      for (const result of results) {
+        expect(result.data).toBeUndefined();
+        expect(result.errors[0]?.message).toMatch(/too expensive/);
+      }
+      expect(Date.now() - started).toBeLessThan(2000);
+    }
+    // A batch whose writes would have run: none of them did.
+    const organizations = async () => (await query(owner.token, { query: '{ organizations { id } }' })).json().data.organizations.length;
+    const count = await organizations();
+    const mixed = await query(owner.token, [{ query: 'mutation { createOrganization(name: "Should not exist") { id } }' }, { query: aliased(2499) }, { query: aliased(1000) }]);
+    expect(mixed.statusCode).toBe(400);
+    expect(await organizations()).toBe(count);
+    const small = await query(owner.token, Array.from({ length: 5 }, () => ({ query: aliased(10) })));
+    expect(small.statusCode).toBe(200);
+  });
+
+  it('name or suggest no schema field in any message when introspection is off', async () => {
+    const closed = await createTestApp({ background: false, env: { GRAPHQL_INTROSPECTION: 'false', RATE_LIMIT_MAX: '0' } });
+    try {
+      const user = await registerAndLogin(closed.fastify, 'closed');
+      const attempts: { query: string; variables?: Record<string, unknown> }[] = [
+        { query: '{ integrationz { id } }' },
+        { query: '{ integrations { idd nam } }' },
+        { query: '{ auditLogs(firstt: 1) { nodes { id } } }' },
+        { query: '{ auditLogs(first: "x") { nodez { id } } }' },
+        { query: '{ me { ...F } } fragment F on Usr { id }' },
+        { query: 'mutation { createOrganizaton(name: "x") { id } }' },
+        { query: 'query($n: Int) { auditLogs(first: $n) { nodes { id } } }', variables: { n: 'many' } },
+        { query: 'query($x: Strin) { me { id } }' },
+        { query: '{ __schema { types { name } } }' },
+        { query: '{ __type(name: "Query") { fields { name } } }' },
+      ];
+      const fields = Object.keys((await import('../src/graphql/schema.ts')).graphqlSchema().getQueryType()?.getFields() ?? {});
+      for (const attempt of attempts) {
+        const res = await closed.fastify.inject({ method: 'POST', url: '/query', headers: bearer(user.token), payload: attempt });
+        const messages = (res.json().errors as { message: string }[]).map((error) => error.message).join(' | ');
+        expect(messages, attempt.query).not.toMatch(/Did you mean|"(?!__)[A-Za-z_]+"|\b(Query|Mutation|AuditLogConnection|Organization|Integration)\b/);
+        for (const field of fields) expect(messages, attempt.query).not.toMatch(new RegExp(`\\b${field}\\b`));
+      }
+      // With introspection on (development), the messages keep helping.
+      const open = await query(owner.token, { query: '{ integrationz { id } }' });
+      expect(open.json().errors[0].message).toMatch(/Did you mean/);
+    } finally {
+      await closed.close();
+    }
+  });
+});

@@ -1,6 +1,8 @@
 import {
   type DocumentNode,
+  type FieldNode,
   type FragmentDefinitionNode,
+  type GraphQLField,
   GraphQLError,
   type GraphQLNamedType,
   type GraphQLSchema,
@@ -11,37 +13,60 @@ import {
   isObjectType,
   Kind,
   type SelectionSetNode,
-  type ValidationRule,
 } from 'graphql';
 
 /** A list field without a `first` argument counts as this many items. */
 const DEFAULT_LIST_SIZE = 10;
+/** A connection (a field taking `first`) without one counts as this many items: its resolvers' default page (auditLogs). */
+export const DEFAULT_PAGE_SIZE = 20;
+/** Lists under a connection that hold one item per page entry. */
+const PAGE_LISTS = new Set(['nodes', 'edges']);
+
+/** The error of a request over its budget: nothing of it runs. */
+export function tooExpensive(maxCost: number): GraphQLError {
+  return new GraphQLError(`Query is too expensive: its cost exceeds the limit of ${maxCost}`, { extensions: { code: 'INVALID_INPUT' } });
+}
 
 /**
- * Rejects operations whose cost — every field, multiplied by the sizes of the lists
- * it sits in (`first` when given) — exceeds `maxCost`. Fragments are expanded, so an
- * abusive query cannot hide its size behind spreads or aliases.
+ * The cost of every operation in a document: every field, multiplied by the size of each
+ * list it sits in (`first` when given, literal or variable), where a connection's `first`
+ * (else the default page size) sizes the `nodes` and `edges` under it. Fragments are
+ * expanded, so an abusive query cannot hide its size behind spreads or aliases. Counting
+ * stops past `budget` (the answer is then only known to exceed it).
  */
-export function costLimitRule(maxCost: number): ValidationRule {
-  return (context) => ({
-    OperationDefinition(node) {
-      const schema = context.getSchema();
-      const root = schema.getRootType(node.operation);
-      if (!root) return;
-      const cost = selectionCost(schema, context.getDocument(), node.selectionSet, root, 1, 0, maxCost);
-      if (cost > maxCost) {
-        context.reportError(new GraphQLError(`Query is too expensive: its cost exceeds the limit of ${maxCost}`, { nodes: [node], extensions: { code: 'INVALID_INPUT' } }));
-      }
-    },
-  });
+export function documentCost(schema: GraphQLSchema, document: DocumentNode, variables: Record<string, unknown> | null | undefined, budget: number): number {
+  let total = 0;
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+    const root = schema.getRootType(definition.operation);
+    if (!root) continue;
+    total += selectionCost({ schema, document, variables: variables ?? {} }, definition.selectionSet, root, 1, undefined, 0, budget - total);
+    if (total > budget) break;
+  }
+  return total;
+}
+
+interface CostContext {
+  schema: GraphQLSchema;
+  document: DocumentNode;
+  variables: Record<string, unknown>;
+}
+
+/** A field's `first`: a literal, a variable's value, or the argument's declared default; undefined when it takes none. */
+function firstOf(context: CostContext, selection: FieldNode, field: GraphQLField<unknown, unknown>): number | undefined {
+  const declared = field.args.find((arg) => arg.name === 'first');
+  if (!declared) return undefined;
+  const given = selection.arguments?.find((arg) => arg.name.value === 'first')?.value;
+  const value = given?.kind === Kind.INT ? Number(given.value) : given?.kind === Kind.VARIABLE ? context.variables[given.name.value] : declared.defaultValue;
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
 }
 
 function selectionCost(
-  schema: GraphQLSchema,
-  document: DocumentNode,
+  context: CostContext,
   selectionSet: SelectionSetNode,
   parentType: GraphQLNamedType,
   multiplier: number,
+  pageSize: number | undefined,
   depth: number,
   budget: number,
 ): number {
@@ -56,23 +81,26 @@ function selectionCost(
         total += multiplier;
         continue;
       }
-      const first = selection.arguments?.find((arg) => arg.name.value === 'first');
-      const size = first?.value.kind === Kind.INT ? Number(first.value.value) : DEFAULT_LIST_SIZE;
-      const fieldMultiplier = isListType(getNullableType(field.type)) ? multiplier * Math.max(1, size) : multiplier;
+      const first = firstOf(context, selection, field);
+      const isList = isListType(getNullableType(field.type));
+      const listSize = first ?? (pageSize !== undefined && PAGE_LISTS.has(field.name) ? pageSize : DEFAULT_LIST_SIZE);
+      const fieldMultiplier = isList ? multiplier * Math.max(1, listSize) : multiplier;
+      // A connection: the lists under it hold one item per entry of its page.
+      const childPageSize = !isList && field.args.some((arg) => arg.name === 'first') ? Math.max(1, first ?? DEFAULT_PAGE_SIZE) : undefined;
       total += fieldMultiplier;
       if (selection.selectionSet) {
-        total += selectionCost(schema, document, selection.selectionSet, getNamedType(field.type), fieldMultiplier, depth + 1, budget - total);
+        total += selectionCost(context, selection.selectionSet, getNamedType(field.type), fieldMultiplier, childPageSize, depth + 1, budget - total);
       }
     } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-      const type = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parentType;
-      total += selectionCost(schema, document, selection.selectionSet, type ?? parentType, multiplier, depth + 1, budget - total);
+      const type = selection.typeCondition ? context.schema.getType(selection.typeCondition.name.value) : parentType;
+      total += selectionCost(context, selection.selectionSet, type ?? parentType, multiplier, pageSize, depth + 1, budget - total);
     } else {
-      const fragment = document.definitions.find(
+      const fragment = context.document.definitions.find(
         (definition): definition is FragmentDefinitionNode => definition.kind === Kind.FRAGMENT_DEFINITION && definition.name.value === selection.name.value,
       );
       if (!fragment) continue;
-      const type = schema.getType(fragment.typeCondition.name.value) ?? parentType;
-      total += selectionCost(schema, document, fragment.selectionSet, type, multiplier, depth + 1, budget - total);
+      const type = context.schema.getType(fragment.typeCondition.name.value) ?? parentType;
+      total += selectionCost(context, fragment.selectionSet, type, multiplier, pageSize, depth + 1, budget - total);
     }
   }
   return total;

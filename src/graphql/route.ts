@@ -5,7 +5,7 @@ import { Type } from 'typebox';
 import { AppError } from '../http/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
 import type { Services } from '../services.ts';
-import { costLimitRule } from './limits.ts';
+import { documentCost, tooExpensive } from './limits.ts';
 import { type GraphQLContext, graphqlSchema } from './schema.ts';
 
 interface Operation {
@@ -39,11 +39,13 @@ const OperationSchema = Type.Object(
  */
 export async function graphqlRoutes(app: FastifyInstance, services: Services): Promise<void> {
   const { config } = services;
-  const rules: ValidationRule[] = [costLimitRule(config.graphql.maxCost)];
+  const rules: ValidationRule[] = [];
   if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
+  const schema = graphqlSchema();
+  const format = (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => formatError(error, log, config.graphql.introspection);
 
   await app.register(mercurius, {
-    schema: graphqlSchema(),
+    schema,
     routes: false,
     graphiql: false,
     queryDepth: config.graphql.maxDepth,
@@ -52,7 +54,7 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
       statusCode: 200,
       response: {
         data: execution.data ?? null,
-        errors: (execution.errors ?? []).map((error) => formatError(error, (context as unknown as Partial<GraphQLContext>).request?.log ?? services.logger)) as unknown as GraphQLError[],
+        errors: (execution.errors ?? []).map((error) => format(error, (context as unknown as Partial<GraphQLContext>).request?.log ?? services.logger)) as unknown as GraphQLError[],
       },
     }),
   });
@@ -90,13 +92,33 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
         throw new AppError('INVALID_INPUT', { message: `At most ${config.graphql.maxBatch} operations per batch`, details: [{ path: 'body', message: 'too many operations' }] });
       }
       const context: GraphQLContext = { request, services };
-      const results: { data?: unknown; errors?: FormattedError[] }[] = [];
-      let failed = false;
-      for (const operation of operations) {
+      // Every document is read first: the cost budget is the whole request's, and nothing runs when it is over.
+      const documents = operations.map((operation) => {
         try {
           // Only GraphQL text: mercurius would otherwise try the string as a JSON-encoded AST.
           const document = parse(operation.query, { maxTokens: 20_000 });
           rejectUnstorableStrings(document);
+          return document;
+        } catch (error) {
+          if (error instanceof GraphQLError) return error;
+          throw error;
+        }
+      });
+      let cost = 0;
+      for (const [index, document] of documents.entries()) {
+        if (!(document instanceof GraphQLError)) cost += documentCost(schema, document, operations[index]?.variables, config.graphql.maxCost - cost);
+      }
+      if (cost > config.graphql.maxCost) {
+        reply.code(400);
+        const rejected = operations.map(() => ({ errors: [format(tooExpensive(config.graphql.maxCost), request.log)] }));
+        return batch ? rejected : rejected[0];
+      }
+      const results: { data?: unknown; errors?: FormattedError[] }[] = [];
+      let failed = false;
+      for (const [index, operation] of operations.entries()) {
+        const document = documents[index];
+        try {
+          if (document instanceof GraphQLError) throw document;
           const result = await app.graphql(operation.query, context as never, operation.variables ?? undefined, operation.operationName ?? undefined);
           if (result.errors?.length) failed = true;
           results.push(result as { data?: unknown; errors?: FormattedError[] });
@@ -106,7 +128,7 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
           if (!errors) throw error;
           failed = true;
           reply.code(400);
-          results.push({ errors: errors.map((e) => formatError(e, request.log)) });
+          results.push({ errors: errors.map((e) => format(e, request.log)) });
         }
       }
       // Mutations of one request commit together or not at all.
@@ -127,8 +149,15 @@ function rejectUnstorableStrings(document: DocumentNode): void {
   });
 }
 
-/** GraphQL errors with `extensions.code` from the contract's table; nothing internal leaks. */
-function formatError(error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>): FormattedError {
+/** Messages of graphql-js and mercurius that name nothing of the schema. */
+const SCHEMA_FREE = /^(.*exceeds the query depth limit|Syntax Error:)/;
+
+/**
+ * GraphQL errors with `extensions.code` from the contract's table; nothing internal leaks.
+ * With introspection off, validation and coercion messages would name or suggest schema
+ * fields ("Did you mean …?"): they become one message that names nothing, with locations.
+ */
+function formatError(error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>, introspection: boolean): FormattedError {
   const base = {
     ...(error.locations ? { locations: error.locations } : {}),
     ...(error.path ? { path: error.path } : {}),
@@ -136,8 +165,15 @@ function formatError(error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>)
   const original = error.originalError;
   if (original instanceof AppError) return { message: original.message, ...base, extensions: { code: original.code } };
   if (!original || original instanceof GraphQLError) {
-    const code = typeof error.extensions?.code === 'string' && /^[A-Z_]+$/.test(error.extensions.code) ? error.extensions.code : 'INVALID_INPUT';
-    return { message: error.message, ...base, extensions: { code } };
+    const ours = typeof error.extensions?.code === 'string' && /^[A-Z_]+$/.test(error.extensions.code);
+    const code = ours ? (error.extensions.code as string) : 'INVALID_INPUT';
+    const message =
+      ours || introspection || SCHEMA_FREE.test(error.message)
+        ? error.message
+        : error.message.startsWith('GraphQL introspection has been disabled')
+          ? 'GraphQL introspection is disabled'
+          : 'The document does not match the schema';
+    return { message, ...base, extensions: { code } };
   }
   // The request's logger: the line carries the request id.
   log.error({ err: original, path: error.path }, 'GraphQL resolver failed');
