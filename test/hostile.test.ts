@@ -1387,3 +1387,170 @@ describe('proxy SSRF', () => {
     expect(attacker.requests).toEqual([]);
   });
 });
+
+// ---------------------------------------------------------------- classes found by an outside attack
+
+describe('hostile classes: config values', () => {
+  it('no config problem shows any run of 8 characters of a secret setting, whatever its value', async () => {
+    const { loadConfig, ConfigError } = await import('../src/config/load.ts');
+    const { settingsOf } = await import('../src/config/schema.ts');
+    const secretEnv = settingsOf()
+      .filter((setting) => setting.secret && setting.env)
+      .map((setting) => setting.env as string);
+    expect(secretEnv).toEqual(expect.arrayContaining(['ENCRYPTION_KEYS', 'JWT_SECRET', 'JWT_SECRETS', 'DATABASE_URL', 'BOOTSTRAP_ADMIN_PASSWORD']));
+    const names = [...secretEnv, 'INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET', 'INTEGRATION_OAUTH_SLACK_CLIENT_SECRET', 'EVENTS_WEBHOOK_SECRET', 'EVENTS_WEBHOOK_URL'];
+    const value = fc.oneof(
+      fc.string({ minLength: 8, maxLength: 120 }),
+      fc.stringMatching(/^[A-Za-z0-9+/=]{8,88}$/),
+      fc.stringMatching(/^[a-z0-9]{1,8}:[A-Za-z0-9+/=]{8,60}(,[A-Za-z0-9+/=:]{8,60})?$/),
+      fc.stringMatching(/^[a-z]{2,10}:\/\/[a-z]{1,8}:[A-Za-z0-9]{8,30}@[a-z.]{1,20}(:[0-9]{1,5})?\/[a-z]{0,10}$/),
+    );
+    fc.assert(
+      fc.property(fc.constantFrom(...names), value, fc.boolean(), (name, secret, withEmail) => {
+        const env: Record<string, string> = { [name]: secret };
+        if (withEmail) Object.assign(env, { BOOTSTRAP_ADMIN_EMAIL: 'x', EVENTS_WEBHOOK_URL: env.EVENTS_WEBHOOK_URL ?? 'https://hooks.example.com/x' });
+        if (name !== 'ENCRYPTION_KEYS') env.PORT = 'not a port'; // a problem elsewhere, so every run has output
+        let text = '';
+        try {
+          loadConfig({ env, persistGeneratedSecrets: false });
+        } catch (error) {
+          if (!(error instanceof ConfigError)) throw error;
+          text = error.problems.join('\n');
+        }
+        for (let at = 0; at + 8 <= secret.length; at++) {
+          const run = secret.slice(at, at + 8);
+          if (run.trim().length === 8 && !/^[a-z ]+$/.test(run)) expect(text, `${name}=${JSON.stringify(secret)}`).not.toContain(run);
+        }
+      }),
+      { numRuns: Math.ceil(400 * SCALE) },
+    );
+  });
+});
+
+describe('hostile classes: provider-sent text, slow clients, batch budgets', () => {
+  let app: TestApp;
+  let fake: FakeProvider;
+  let evil: Server;
+  let evilAnswer = { status: 200, body: '{}' };
+  let account: Account;
+  let appPort = 0;
+
+  beforeAll(async () => {
+    fake = await startFakeGitHub();
+    evil = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(evilAnswer.status, { 'content-type': 'application/json' }).end(evilAnswer.body));
+    });
+    await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
+    app = await createTestApp({
+      background: false,
+      env: { ...providerEnv(fake), INTEGRATION_OAUTH_GITHUB_TOKEN_URL: `http://127.0.0.1:${(evil.address() as AddressInfo).port}/token`, RATE_LIMIT_MAX: '0', REQUEST_TIMEOUT: '1' },
+    });
+    account = await registerAndLogin(app.fastify, 'classes');
+    await app.fastify.listen({ port: 0, host: '127.0.0.1' });
+    appPort = (app.fastify.server.address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await fake?.close();
+    await new Promise<void>((resolve) => {
+      evil?.close(() => resolve());
+      evil?.closeAllConnections();
+    });
+  });
+
+  it('text a token endpoint sends reaches the log only as a short identifier, whatever it is', { timeout: 300_000 }, async () => {
+    const text = fc.oneof(
+      fc.string({ maxLength: 200 }),
+      fc.string({ unit: 'binary', maxLength: 100 }),
+      fc.stringMatching(/^[A-Za-z0-9_.:-]{1,80}$/),
+      fc.constantFrom('<script>alert(1)</script>', `client_secret=${fake.clientSecret}`, 'x'.repeat(100_000), '{"nested":"json"}', '\u0000\u001b[31m', 'line\nbreak'),
+    );
+    const shape = fc.constantFrom(
+      (error: string) => ({ status: 200, body: JSON.stringify({ error }) }),
+      (error: string) => ({ status: 400, body: JSON.stringify({ error, error_description: error }) }),
+      (error: string) => ({ status: 401, body: JSON.stringify({ error: 'invalid_client', error_description: error, error_uri: error }) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(text, shape, async (error, answer) => {
+        evilAnswer = answer(error);
+        const started = await startFlow(app.fastify, account.token, 'github');
+        const marker = app.logs.lines.length;
+        const res = await app.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/callback', headers: { cookie: `oauth_tx=${started.txCookie}` }, payload: { provider: 'github', code: 'c', state: started.state } });
+        expect([400, 502]).toContain(res.statusCode);
+        const lines = app.logs.lines.slice(marker);
+        const identifier = /^[A-Za-z0-9_.:-]{1,64}$/.test(error);
+        for (const line of lines) {
+          expect(line.length).toBeLessThan(2048);
+          expect(line).not.toContain(fake.clientSecret);
+          if (!identifier && error.length >= 12) expect(line).not.toContain(JSON.stringify(error).slice(1, 13));
+        }
+      }),
+      { numRuns: Math.ceil(60 * SCALE) },
+    );
+  });
+
+  it('slow clients of every kind are closed within REQUEST_TIMEOUT (plus the check interval) while others are served', { timeout: 60_000 }, async () => {
+    const { connect: connectSocket } = await import('node:net');
+    const slow = (first: string, dribble: string) =>
+      new Promise<{ closedAfterMs: number; answer: string }>((resolve) => {
+        const socket = connectSocket(appPort, '127.0.0.1');
+        const started = Date.now();
+        let answer = '';
+        let timer: ReturnType<typeof setInterval> | undefined;
+        socket.on('data', (data) => (answer += data.toString()));
+        socket.on('error', () => {});
+        socket.on('close', () => {
+          clearInterval(timer);
+          resolve({ closedAfterMs: Date.now() - started, answer });
+        });
+        socket.once('connect', () => {
+          if (first) socket.write(first);
+          let sent = 0;
+          timer = setInterval(() => {
+            if (sent < dribble.length && !socket.destroyed) socket.write(dribble[sent++] ?? '');
+          }, 200);
+        });
+      });
+    const clients = [
+      ...Array.from({ length: 8 }, () => slow('', 'GET /livez HTTP/1.1\r\nHost: x\r\nX-A: bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb')),
+      ...Array.from({ length: 8 }, () => slow('POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n', '{"email":"aaaaaaaaaaaaaaaaaaaaaa')),
+      ...Array.from({ length: 4 }, () => slow('', '')),
+    ];
+    const served = await fetch(`http://127.0.0.1:${appPort}/livez`);
+    expect(served.status).toBe(200);
+    for (const client of await Promise.all(clients)) {
+      expect(client.closedAfterMs).toBeLessThan(6000);
+      if (client.answer) expect(client.answer).toMatch(/^HTTP\/1\.1 408 [^\r]*\r\n[\s\S]*X-Request-ID: [0-9A-Z]{26}[\s\S]*"code":"REQUEST_TIMEOUT"/);
+    }
+  });
+
+  it('a batch over the cost budget runs nothing, however its cost is spread', { timeout: 300_000 }, async () => {
+    const organizations = async () => (await app.fastify.inject({ method: 'POST', url: '/query', headers: bearer(account.token), payload: { query: '{ organizations { id } }' } })).json().data.organizations.length;
+    const before = await organizations();
+    const operation = fc.oneof(
+      fc.integer({ min: 1, max: 2500 }).map((n) => ({ query: `{ ${Array.from({ length: n }, (_, i) => `m${i}: me { id }`).join(' ')} }`, cost: 2 * n })),
+      fc.tuple(fc.integer({ min: 1, max: 60 }), fc.integer({ min: 1, max: 100 })).map(([n, first]) => ({
+        query: `{ ${Array.from({ length: n }, (_, i) => `a${i}: auditLogs(first: ${first}) { nodes { id } }`).join(' ')} }`,
+        cost: n * (1 + 2 * first),
+      })),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(operation, { minLength: 2, maxLength: 4 }), async (operations) => {
+        const total = operations.reduce((sum, op) => sum + op.cost, 0);
+        const batch = [{ query: 'mutation { createOrganization(name: "Budgeted") { id } }' }, ...operations.map(({ query }) => ({ query }))];
+        const res = await app.fastify.inject({ method: 'POST', url: '/query', headers: bearer(account.token), payload: batch });
+        if (total + 2 > 5000) {
+          expect(res.statusCode).toBe(400);
+          for (const result of res.json() as { data?: unknown }[]) expect(result.data).toBeUndefined();
+        } else {
+          expect(res.statusCode, res.body.slice(0, 200)).toBe(200);
+        }
+      }),
+      { numRuns: Math.ceil(40 * SCALE) },
+    );
+    // Only batches under the budget created their organization.
+    expect(await organizations()).toBeGreaterThanOrEqual(before);
+  });
+});

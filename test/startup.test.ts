@@ -72,6 +72,28 @@ describe('npm start on the embedded database', () => {
   }, 180_000);
 });
 
+describe('a config error', () => {
+  it('exits 1 naming the setting and the expected shape, and never prints any part of a secret value', async () => {
+    const bareKey = Buffer.alloc(32, 0x5a).toString('base64'); // a key pasted without "keyId:"
+    const secrets = {
+      ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 1).toString('base64')},${bareKey}`,
+      JWT_SECRETS: 'sig1:c2hvcnQtYnV0LXNlY3JldA==',
+      DATABASE_URL: 'postgres//tessera:Sup3rS3cretPassw0rd@db.internal:5432/tessera',
+      EVENTS_WEBHOOK_URL: 'http://hooks.example.com/services/T0001/B0001/XyZsecretPathToken',
+      EVENTS_WEBHOOK_SECRET: 'whsec_not-base64-at-all-but-secret',
+    };
+    const service = await spawnService({ DATA_DIR: tempDir(), ...secrets });
+    expect(await service.exited).toBe(1);
+    const output = service.output();
+    for (const name of ['ENCRYPTION_KEYS', 'JWT_SECRETS', 'DATABASE_URL', 'EVENTS_WEBHOOK_URL', 'EVENTS_WEBHOOK_SECRET']) {
+      expect(output).toMatch(new RegExp(`^config: ${name}`, 'm'));
+    }
+    for (const value of [bareKey, 'c2hvcnQtYnV0LXNlY3JldA==', 'Sup3rS3cretPassw0rd', 'XyZsecretPathToken', 'not-base64-at-all-but-secret']) {
+      for (let at = 0; at + 8 <= value.length; at++) expect(output).not.toContain(value.slice(at, at + 8));
+    }
+  }, 180_000);
+});
+
 describe('readiness during start-up', () => {
   it('never answers /readyz 200 when a start-up step after listening fails, and exits 1 with one line naming it', async () => {
     const dataDir = tempDir();
