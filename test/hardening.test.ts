@@ -414,7 +414,7 @@ describe('rate limits', () => {
 describe('password hashing', () => {
   let slow: TestApp;
   beforeAll(async () => {
-    slow = await createTestApp({ background: false, env: { RATE_LIMIT_MAX: '0', PASSWORD_COST: '13' } });
+    slow = await createTestApp({ background: false, env: { RATE_LIMIT_MAX: '0', PASSWORD_COST: '15' } });
   });
   afterAll(async () => {
     await slow?.close();
