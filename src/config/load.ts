@@ -9,7 +9,6 @@ import { ConfigSchema, type ProviderSettings, type RawConfig, type SettingInfo, 
 /** Settings with an environment variable, from their declarations (schema.ts). */
 const SETTINGS = settingsOf();
 const ENV_SETTINGS = SETTINGS.filter((item): item is SettingInfo & { env: string } => item.env !== undefined);
-const SECRET_PATHS = new Set(SETTINGS.filter((item) => item.secret).map((item) => item.path));
 
 /** `INTEGRATION_OAUTH_<P>_<KEY>`: each provider setting's env suffix is its key in SNAKE_CASE (clientSecret → CLIENT_SECRET). */
 const PROVIDER_SETTINGS = settingsOf(ConfigSchema.properties.integrationOauthProvider).map((item) => {
