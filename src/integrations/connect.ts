@@ -86,7 +86,7 @@ export async function startConnect(services: Services, db: Db, principal: Princi
     INSERT INTO oauth_states (organization_id, nonce_hash, user_id, provider, redirect_uri, scopes, code_verifier, code_verifier_key_id, tx_hash, expires_at)
     VALUES (${user.organizationId}, ${nonceHash}, ${user.userId}, ${provider.id}, ${redirectUri}, ${sql.param(scopes)}::text[],
             ${sealedVerifier?.envelope ?? null}, ${sealedVerifier?.keyId ?? null}, ${sha256(txValue)},
-            to_timestamp(${payload.issuedAt + services.config.oauth.stateExpiry}))`);
+            now() + ${`${services.config.oauth.stateExpiry} seconds`}::interval)`);
 
   const url = new URL(provider.context.endpoints.authUrl);
   url.searchParams.set('client_id', provider.clientId);
