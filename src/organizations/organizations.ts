@@ -96,18 +96,14 @@ export async function listMembers(deps: MemberDeps, organizationId: string): Pro
 }
 
 /**
- * Adds an existing user, by e-mail, with `role`. Owners and admins may add members;
- * only owners may make someone an owner.
+ * Makes `userId` a member with `role` at once, without asking them: for accepting an
+ * invitation (their consent) and for tests. No API operation reaches it with a user the
+ * caller chose — inviting is `inviteMember` (src/organizations/invitations.ts).
+ * Returns false when they already are a member (nothing changes).
  */
-export async function addMember(deps: MemberDeps, organizationId: string, email: string, role: Role): Promise<Member> {
-  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
-  if (role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can add owners' });
-  const user = await userByEmail(deps.db, email);
-  const existing = await membershipOf(deps.db, organizationId, user.id);
-  if (existing) throw new AppError('CONFLICT', { message: 'That user is already a member' });
-  await deps.db.insert(memberships).values({ organizationId, userId: user.id, role });
-  await recordAudit(deps.db, deps.actor, { organizationId, action: 'member.added', targetType: 'user', targetId: user.id, detail: { role } });
-  return { user, role };
+export async function addMembership(db: Db, organizationId: string, userId: string, role: Role): Promise<boolean> {
+  const added = await db.insert(memberships).values({ organizationId, userId, role }).onConflictDoNothing().returning({ userId: memberships.userId });
+  return added.length > 0;
 }
 
 /** Changes a member's role; owners only touch owners, and the last owner stays an owner. */
