@@ -91,14 +91,21 @@ async function waitForNotice(page: Page, text: string): Promise<void> {
   await page.locator('#notice', { hasText: text }).waitFor(WAIT);
 }
 
+/** The fields of the answers `call` reads (login, switch, organization creation); the rest are only checked to succeed. */
+interface CallAnswer {
+  accessToken: string;
+  organization: { id: string };
+  errors?: unknown;
+}
+
 /** A JSON call to the service from the test itself (not the page), with a bearer token when given. */
-async function call(path: string, body: unknown, token?: string): Promise<Record<string, any>> {
+async function call(path: string, body: unknown, token?: string): Promise<CallAnswer> {
   const res = await fetch(`${origin}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: JSON.stringify(body),
   });
-  const answer = (await res.json()) as Record<string, any>;
+  const answer = (await res.json()) as CallAnswer;
   expect(res.status, JSON.stringify(answer)).toBeLessThan(300);
   expect(answer.errors, JSON.stringify(answer)).toBeUndefined();
   return answer;
