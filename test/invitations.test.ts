@@ -142,6 +142,17 @@ describe('consent', () => {
     expect(audit.map((a) => a.action)).toEqual(['invitation.created', 'invitation.created']);
   });
 
+  it('answers setMemberRole and removeMember the same for a registered non-member and an unknown e-mail', async () => {
+    const owner = await registerAndLogin(t.fastify, 'probe-owner');
+    const bystander = await registerAndLogin(t.fastify, 'probe-bystander');
+    for (const query of ['mutation($e: String!) { setMemberRole(email: $e, role: "member") { role } }', 'mutation($e: String!) { removeMember(email: $e) }']) {
+      const registered = await gql(owner.token, query, { e: bystander.email });
+      const unknown = await gql(owner.token, query, { e: `nobody-${Date.now()}@example.com` });
+      expect(registered.body.errors?.[0]).toMatchObject({ message: 'No member with that e-mail', extensions: { code: 'NOT_FOUND' } });
+      expect(unknown.body.errors?.[0]).toEqual({ ...registered.body.errors?.[0] });
+    }
+  });
+
   it('queues organization.member_invited with the invitation, in the same transaction as the change', async () => {
     const owner = await registerAndLogin(t.fastify, 'event-owner');
     const before = Date.now();
