@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
-import { addMember } from '../src/organizations/organizations.ts';
+import { addMembership } from '../src/organizations/organizations.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
 import { readSecrets } from '../src/integrations/secrets.ts';
 import type { FakeProvider } from './fakes/common.ts';
@@ -117,7 +117,7 @@ describe('start', () => {
 
   it('needs an owner or admin, and a user rather than an API token', async () => {
     const member = await registerAndLogin(t.fastify, 'member');
-    await addMember({ db: t.database.db, actor: { principal: { kind: 'jwt', userId: owner.userId, organizationId: owner.organizationId, role: 'owner', credentialId: 'x', systemAdmin: false, viaCookie: false }, requestId: null } }, owner.organizationId, member.email, 'member');
+    await addMembership(t.database.db, owner.organizationId, member.userId, 'member');
     const switched = await t.fastify.inject({ method: 'POST', url: '/v1/account/switch', headers: bearer(member.token), payload: { organizationId: owner.organizationId } });
     const res = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/start', headers: bearer(switched.json().accessToken), payload: { provider: 'github', redirectUri: REDIRECT_URI } });
     expect(res.statusCode).toBe(403);

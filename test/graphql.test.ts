@@ -129,18 +129,29 @@ describe('mutations', () => {
   });
 
   it('rolls back every write of a document when one mutation fails', async () => {
-    const { body } = await gql(owner.token, 'mutation { createOrganization(name: "Doomed") { id } addMember(email: "nobody@example.com", role: "member") { role } }');
+    const { body } = await gql(
+      owner.token,
+      'mutation { createOrganization(name: "Doomed") { id } addMember(email: "doomed@example.com", role: "member") { id } removeMember(email: "nobody@example.com") }',
+    );
     expect(body.errors[0].extensions.code).toBe('NOT_FOUND');
     const rows = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM organizations WHERE name = 'Doomed'`);
     expect(rows[0]?.n).toBe(0);
     const events = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM events WHERE data->'organization'->>'name' = 'Doomed'`);
     expect(events[0]?.n).toBe(0);
+    const invited = await queryRows<{ n: number }>(t.database.db, sql`SELECT (SELECT count(*)::int FROM invitations WHERE email = 'doomed@example.com') + (SELECT count(*)::int FROM events WHERE data->'invitation'->>'email' = 'doomed@example.com') AS n`);
+    expect(invited[0]?.n).toBe(0);
   });
 
   it('manages members with role checks, and never removes or demotes the last owner', async () => {
     const alice = await registerAndLogin(t.fastify, 'gql-alice');
-    const added = await gql(owner.token, 'mutation($e: String!) { addMember(email: $e, role: "member") { user { id email name } role } }', { e: alice.email });
-    expect(added.body.data.addMember).toMatchObject({ user: { id: alice.userId, email: alice.email }, role: 'member' });
+    // addMember invites: an Invitation, nothing about the user, and no membership before she accepts.
+    const added = await gql(owner.token, 'mutation($e: String!) { addMember(email: $e, role: "member") { id email role status expiresAt organization { id } } }', { e: alice.email });
+    expect(added.body.data.addMember).toEqual({ id: expect.any(String), email: alice.email, role: 'member', status: 'pending', expiresAt: expect.any(String), organization: { id: owner.organizationId } });
+    expect(added.raw).not.toContain(alice.userId);
+    expect((await gql(owner.token, 'mutation($e: String!) { addMember(email: $e, role: "member") { user { id } } }', { e: alice.email })).status).toBe(400);
+    expect((await gql(owner.token, '{ members { role } }')).body.data.members).toEqual([{ role: 'owner' }]);
+    const accepted = await gql(alice.token, 'mutation($id: ID!) { acceptInvitation(id: $id) { id role } }', { id: added.body.data.addMember.id });
+    expect(accepted.body.data.acceptInvitation).toEqual({ id: owner.organizationId, role: 'member' });
     const members = await gql(owner.token, '{ members { user { email } role } }');
     expect(members.body.data.members.map((m: { role: string }) => m.role)).toEqual(['owner', 'member']);
 
@@ -217,7 +228,8 @@ describe('isolation and roles', () => {
 
   it('keeps audit logs and API tokens to owners and admins', async () => {
     const bob = await registerAndLogin(t.fastify, 'gql-bob');
-    await gql(owner.token, 'mutation($e: String!) { addMember(email: $e, role: "member") { role } }', { e: bob.email });
+    const invitation = (await gql(owner.token, 'mutation($e: String!) { addMember(email: $e, role: "member") { id } }', { e: bob.email })).body.data.addMember;
+    expect((await gql(bob.token, 'mutation($id: ID!) { acceptInvitation(id: $id) { role } }', { id: invitation.id })).body.data.acceptInvitation.role).toBe('member');
     const token = (await gql(bob.token, 'mutation($o: ID!) { switchOrganization(organizationId: $o) { accessToken } }', { o: owner.organizationId })).body.data.switchOrganization.accessToken;
     expect((await gql(token, '{ auditLogs { nodes { id } } }')).body.errors[0].extensions.code).toBe('FORBIDDEN');
     expect((await gql(token, '{ apiTokens { id } }')).body.errors[0].extensions.code).toBe('FORBIDDEN');

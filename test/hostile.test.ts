@@ -179,9 +179,7 @@ async function heal(): Promise<void> {
   if (!(await alive(world.admin))) world.admin = remember(await login(t.fastify, world.admin.email, world.admin.password));
   if (!(await alive(world.member))) {
     const roles = await gql(world.owner.token, '{ members { user { email } role } }');
-    if (!roles.members.some((m: { user: { email: string } }) => m.user.email === world.member.email)) {
-      await gql(world.owner.token, `mutation { addMember(email: ${JSON.stringify(world.member.email)}, role: "member") { role } }`);
-    }
+    if (!roles.members.some((m: { user: { email: string } }) => m.user.email === world.member.email)) await inviteMemberIn();
     await joinOwnerOrganization();
   }
   const listed = await t.fastify.inject({ url: '/v1/integrations', headers: bearer(world.owner.token) });
@@ -190,6 +188,13 @@ async function heal(): Promise<void> {
     const found = integrations.find((i) => i.provider === provider);
     if (!found || found.status === 'invalid') await connectProvider(provider);
   }
+}
+
+/** The member joins the owner's organization the only way there is: the owner invites, the member accepts with a session. */
+async function inviteMemberIn(): Promise<void> {
+  const invitation = (await gql(world.owner.token, `mutation { addMember(email: ${JSON.stringify(world.member.email)}, role: "member") { id } }`)).addMember;
+  const session = remember(await login(t.fastify, world.member.email, world.member.password));
+  await gql(session.token, 'mutation($id: ID!) { acceptInvitation(id: $id) { id } }', { id: invitation.id });
 }
 
 /** The member signs in again and switches to the owner's organization. */
@@ -214,7 +219,7 @@ beforeAll(async () => {
   world.outsider = remember(await registerAndLogin(t.fastify, 'outsider'));
   world.member = remember(await registerAndLogin(t.fastify, 'member'));
   await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${world.admin.userId}`);
-  await gql(world.owner.token, `mutation { addMember(email: ${JSON.stringify(world.member.email)}, role: "member") { role } }`);
+  await inviteMemberIn();
   await joinOwnerOrganization();
   await connectProvider('github');
   await connectProvider('slack');
@@ -1096,6 +1101,9 @@ describe('hostile input, pinned', () => {
       '{ integration(id: "a\\u0000") { id } }',
       'mutation { createOrganization(name: "a\\u0000") { id } }',
       'mutation { addMember(email: "a\\u0000@example.com", role: "member") { role } }',
+      'mutation { acceptInvitation(id: "\\u0000") { id } }',
+      'mutation { declineInvitation(id: "\\u0000") { id } }',
+      'mutation { revokeInvitation(id: "\\u0000") { id } }',
       'mutation { setMemberRole(email: "a\\u0000@example.com", role: "admin") { role } }',
       'mutation { removeMember(email: "a\\u0000@example.com") }',
       'mutation { switchOrganization(organizationId: "\\u0000") { organizationId } }',

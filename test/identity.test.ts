@@ -8,7 +8,8 @@ import { queryRows } from '../src/db/client.ts';
 import type { Principal } from '../src/http/context.ts';
 import { createApiToken, createPersonalAccessToken, listApiTokens, listPersonalAccessTokens, revokeApiToken, revokePersonalAccessToken } from '../src/identity/access-tokens.ts';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
-import { addMember, listMembers, removeMember, setMemberRole } from '../src/organizations/organizations.ts';
+import { acceptInvitation, inviteMember } from '../src/organizations/invitations.ts';
+import { addMembership, listMembers, removeMember, setMemberRole } from '../src/organizations/organizations.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { type Account, bearer, browser, login, registerAndLogin } from './helpers/identity.ts';
 
@@ -232,11 +233,16 @@ describe('organizations and memberships', () => {
     const alice = await registerAndLogin(t.fastify, 'alice');
     const bob = await registerAndLogin(t.fastify, 'bob');
     const org = owner.organizationId;
-    const ownerDeps = { db: t.database.db, actor: { principal: jwtPrincipal(owner), requestId: null } };
-    await addMember(ownerDeps, org, alice.email.toUpperCase(), 'admin');
-    await addMember(ownerDeps, org, bob.email, 'member');
-    await expect(addMember(ownerDeps, org, bob.email, 'member')).rejects.toMatchObject({ code: 'CONFLICT' });
-    await expect(addMember(ownerDeps, org, 'ghost@example.com', 'member')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    const events = { outbox: t.app.services.outbox, afterCommit: (fn: () => unknown) => void fn() };
+    const ownerDeps = { db: t.database.db, actor: { principal: jwtPrincipal(owner), requestId: null }, ...events };
+    // Membership by invitation: each accepts with their own session; e-mails match in any letter case.
+    const toAlice = await inviteMember(ownerDeps, org, alice.email.toUpperCase(), 'admin');
+    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(alice), requestId: null } }, toAlice.id);
+    const toBob = await inviteMember(ownerDeps, org, bob.email, 'member');
+    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(bob), requestId: null } }, toBob.id);
+    await expect(inviteMember(ownerDeps, org, bob.email, 'member')).rejects.toMatchObject({ code: 'CONFLICT' });
+    // An address without an account is invited like any other: no error that would tell it apart.
+    expect(await inviteMember(ownerDeps, org, 'ghost@example.com', 'member')).toMatchObject({ email: 'ghost@example.com', role: 'member', status: 'pending' });
     expect((await listMembers(ownerDeps, org)).map((m) => [m.user.email, m.role])).toEqual([
       [owner.email, 'owner'],
       [alice.email, 'admin'],
@@ -246,8 +252,8 @@ describe('organizations and memberships', () => {
     const aliceDeps = { db: t.database.db, actor: { principal: { ...jwtPrincipal(alice), organizationId: org, role: 'admin' as const }, requestId: null } };
     await expect(setMemberRole(aliceDeps, org, bob.email, 'owner')).rejects.toMatchObject({ code: 'FORBIDDEN' });
     await expect(removeMember(aliceDeps, org, owner.email)).rejects.toMatchObject({ code: 'FORBIDDEN' });
-    const bobDeps = { db: t.database.db, actor: { principal: { ...jwtPrincipal(bob), organizationId: org, role: 'member' as const }, requestId: null } };
-    await expect(addMember(bobDeps, org, alice.email, 'member')).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    const bobDeps = { db: t.database.db, actor: { principal: { ...jwtPrincipal(bob), organizationId: org, role: 'member' as const }, requestId: null }, ...events };
+    await expect(inviteMember(bobDeps, org, alice.email, 'member')).rejects.toMatchObject({ code: 'FORBIDDEN' });
 
     await expect(setMemberRole(ownerDeps, org, owner.email, 'admin')).rejects.toMatchObject({ code: 'CONFLICT' });
     await expect(removeMember(ownerDeps, org, owner.email)).rejects.toMatchObject({ code: 'CONFLICT' });
@@ -260,7 +266,7 @@ describe('organizations and memberships', () => {
     const owner = await registerAndLogin(t.fastify, 'remover');
     const member = await registerAndLogin(t.fastify, 'removed');
     const deps = { db: t.database.db, actor: { principal: jwtPrincipal(owner), requestId: null } };
-    await addMember(deps, owner.organizationId, member.email, 'member');
+    await addMembership(t.database.db, owner.organizationId, member.userId, 'member');
     const switched = await t.fastify.inject({ method: 'POST', url: '/v1/account/switch', headers: bearer(member.token), payload: { organizationId: owner.organizationId } });
     const token = switched.json().accessToken as string;
     expect((await access(bearer(token))).json().organization.role).toBe('member');

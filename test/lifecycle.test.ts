@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { listAudit } from '../src/audit/audit.ts';
 import { HotStatement, queryRows } from '../src/db/client.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
-import { addMember } from '../src/organizations/organizations.ts';
+import { addMembership } from '../src/organizations/organizations.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { startFakeSlack } from './fakes/slack.ts';
@@ -88,7 +88,7 @@ describe('token reads', () => {
     expect((await get(api.token, '/v1/integrations/github/token')).statusCode).toBe(200);
 
     const member = await registerAndLogin(t.fastify, 'plain-member');
-    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, c.account.organizationId, member.email, 'member');
+    await addMembership(t.database.db, c.account.organizationId, member.userId, 'member');
     const memberToken = (await post(member.token, '/v1/account/switch', { organizationId: c.account.organizationId })).json().accessToken;
     const readsBefore = await listAudit(t.database.db, c.account.organizationId, { first: 50 });
     expect((await get(memberToken, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'FORBIDDEN', error: 'This needs the admin role or higher in the organization' });
@@ -168,7 +168,7 @@ describe('token reads', () => {
 
     // A member removed from the organization: 403 at once, no read.
     const admin = await registerAndLogin(t.fastify, 'soon-removed');
-    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, org, admin.email, 'admin');
+    await addMembership(t.database.db, org, admin.userId, 'admin');
     const adminToken = (await post(admin.token, '/v1/account/switch', { organizationId: org })).json().accessToken;
     expect((await get(adminToken, '/v1/integrations/github/token')).statusCode).toBe(200);
     const afterAdmin = await reads();
@@ -199,7 +199,7 @@ describe('token reads', () => {
     const principal = { kind: 'jwt' as const, userId: a.account.userId, organizationId: a.account.organizationId, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
     const api = await createApiToken({ db: t.database.db, actor: { principal, requestId: null } }, { name: 'batched' });
     const member = await registerAndLogin(t.fastify, 'batch-member');
-    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, a.account.organizationId, member.email, 'member');
+    await addMembership(t.database.db, a.account.organizationId, member.userId, 'member');
     const memberToken = (await post(member.token, '/v1/account/switch', { organizationId: a.account.organizationId })).json().accessToken;
     const ended = await registerAndLogin(t.fastify, 'batch-ended');
     expect((await post(ended.token, '/v1/logout')).statusCode).toBe(200);
@@ -566,10 +566,8 @@ describe('proxy', () => {
 
   it('lets members GET but not POST, and needs header credentials', async () => {
     const c = await connected();
-    const sid = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
-    const principal = { kind: 'jwt' as const, userId: c.account.userId, organizationId: c.account.organizationId, role: 'owner' as const, credentialId: sid, systemAdmin: false, viaCookie: false };
     const member = await registerAndLogin(t.fastify, 'proxy-member');
-    await addMember({ db: t.database.db, actor: { principal, requestId: null } }, c.account.organizationId, member.email, 'member');
+    await addMembership(t.database.db, c.account.organizationId, member.userId, 'member');
     const token = (await post(member.token, '/v1/account/switch', { organizationId: c.account.organizationId })).json().accessToken;
     expect((await get(token, '/v1/integrations/github/proxy/user')).statusCode).toBe(200);
     expect((await t.fastify.inject({ method: 'POST', url: '/v1/integrations/github/proxy/echo/x', headers: bearer(token), payload: {} })).statusCode).toBe(403);

@@ -70,13 +70,13 @@ async function newPage(): Promise<{ context: BrowserContext; page: Page; traffic
 }
 
 /** Signs in with the keyboard only: type, Tab, type, Enter. */
-async function signIn(page: Page): Promise<void> {
+async function signIn(page: Page, email = EMAIL, password = PASSWORD): Promise<void> {
   await page.goto(`${origin}/`);
-  await page.getByLabel('E-mail').focus();
-  await page.keyboard.type(EMAIL);
+  await page.getByLabel('E-mail', { exact: true }).focus();
+  await page.keyboard.type(email);
   await page.keyboard.press('Tab');
   expect(await page.evaluate('document.activeElement?.id')).toBe('password');
-  await page.keyboard.type(PASSWORD);
+  await page.keyboard.type(password);
   await page.keyboard.press('Enter');
   await page.getByRole('heading', { level: 1, name: 'Integrations' }).waitFor(WAIT);
 }
@@ -89,6 +89,34 @@ async function waitForBadge(page: Page, provider: string, label: string): Promis
 
 async function waitForNotice(page: Page, text: string): Promise<void> {
   await page.locator('#notice', { hasText: text }).waitFor(WAIT);
+}
+
+/** The fields of the answers `call` reads (login, switch, organization creation); the rest are only checked to succeed. */
+interface CallAnswer {
+  accessToken: string;
+  organization: { id: string };
+  errors?: unknown;
+}
+
+/** A JSON call to the service from the test itself (not the page), with a bearer token when given. */
+async function call(path: string, body: unknown, token?: string): Promise<CallAnswer> {
+  const res = await fetch(`${origin}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+  const answer = (await res.json()) as CallAnswer;
+  expect(res.status, JSON.stringify(answer)).toBeLessThan(300);
+  expect(answer.errors, JSON.stringify(answer)).toBeUndefined();
+  return answer;
+}
+
+/** A new organization of the page's owner, and an owner's token bound to it. */
+async function ownerOrganization(name: string): Promise<{ id: string; token: string }> {
+  const { accessToken } = await call('/v1/login', { email: EMAIL, password: PASSWORD });
+  const { organization } = await call('/v1/organizations', { name }, accessToken);
+  const switched = await call('/v1/account/switch', { organizationId: organization.id }, accessToken);
+  return { id: organization.id, token: switched.accessToken };
 }
 
 /** At the fake provider's consent page: pick the account, then Approve (or Deny). */
@@ -268,6 +296,70 @@ describe('the integrations page', () => {
     await page.getByRole('heading', { name: 'Sign in to Tessera' }).waitFor(WAIT);
     await page.reload();
     await page.getByRole('heading', { name: 'Sign in to Tessera' }).waitFor(WAIT);
+    await context.close();
+  }, FLOW_TIMEOUT);
+
+  it('shows an invitee her invitations to accept or decline; the organization then appears, where an admin invites and revokes', async () => {
+    const invitee = { email: 'page-invitee@example.com', password: 'another correct horse battery', name: 'Ivy Invitee' };
+    await call('/v1/register', invitee);
+    const acme = await ownerOrganization('Acme Team');
+    const beta = await ownerOrganization('Beta Crew');
+    // The owners invite through GraphQL, as a product's backend would; the e-mail's letter case does not matter.
+    const query = 'mutation($e: String!, $r: String!) { addMember(email: $e, role: $r) { id } }';
+    await call('/query', { query, variables: { e: invitee.email.toUpperCase(), r: 'admin' } }, acme.token);
+    await call('/query', { query, variables: { e: invitee.email, r: 'member' } }, beta.token);
+
+    const { context, page, traffic } = await newPage();
+    const pageErrors: string[] = [];
+    const consoleErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
+    await signIn(page, invitee.email, invitee.password);
+    await page.getByRole('heading', { level: 2, name: 'Invitations for you' }).waitFor(WAIT);
+    const invitations = page.locator('#my-invitation-list > li');
+    await expect.poll(() => invitations.count()).toBe(2);
+    expect(await page.locator('#my-invitation-list').textContent()).toContain('Acme Team invites you to join as admin.');
+    expect(await page.locator('#my-invitation-list').textContent()).toContain('Beta Crew invites you to join as member.');
+
+    await page.getByRole('button', { name: 'Decline the invitation to Beta Crew' }).click();
+    await waitForNotice(page, 'You declined the invitation to Beta Crew.');
+    await expect.poll(() => invitations.count()).toBe(1);
+
+    // With the keyboard, as everything else on the page.
+    await page.getByRole('button', { name: 'Accept the invitation to Acme Team' }).focus();
+    await page.keyboard.press('Enter');
+    await waitForNotice(page, 'You joined Acme Team as admin.');
+    expect(await page.locator('#my-invitations').isHidden()).toBe(true);
+    expect(await page.evaluate('document.activeElement?.id')).toBe('org-select');
+    const options = await page.getByLabel('Organization').locator('option').allTextContents();
+    expect(options).toContain('Acme Team (admin)');
+    expect(options.some((text) => text.startsWith('Beta Crew'))).toBe(false);
+    await page.getByRole('button', { name: 'Switch' }).click();
+    await waitForNotice(page, 'Now working in Acme Team.');
+
+    // As an admin of Acme Team: invite someone (members and admins only), see it pending, revoke it.
+    await page.getByRole('heading', { level: 2, name: 'Pending invitations' }).waitFor(WAIT);
+    expect(await page.locator('#invite-role option').allTextContents()).toEqual(['Member', 'Admin']);
+    await page.getByLabel("Invitee's e-mail").fill('newcomer@example.com');
+    await page.getByLabel('Role').selectOption('admin');
+    await page.getByRole('button', { name: 'Invite', exact: true }).click();
+    await waitForNotice(page, 'newcomer@example.com is invited as admin until');
+    expect(await page.locator('#org-invitation-list').textContent()).toContain('newcomer@example.com as admin');
+    expect(await page.evaluate('document.activeElement?.id')).toBe('invite-email');
+    await page.getByRole('button', { name: 'Revoke the invitation of newcomer@example.com' }).click();
+    await waitForNotice(page, 'The invitation of newcomer@example.com is revoked.');
+    await page.getByText('No invitation is waiting for an answer.').waitFor(WAIT);
+
+    // Readable on a phone too.
+    await page.setViewportSize({ width: 360, height: 740 });
+    expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(360);
+
+    await traffic.settle();
+    expect(traffic.requests.filter((r) => r === 'POST /query').length).toBeGreaterThanOrEqual(6);
+    expect(consoleErrors.filter((text) => /Content Security Policy/i.test(text))).toEqual([]);
+    expect(pageErrors).toEqual([]);
     await context.close();
   }, FLOW_TIMEOUT);
 });

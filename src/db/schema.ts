@@ -48,6 +48,40 @@ export const memberships = pgTable(
   (t) => [primaryKey({ columns: [t.organizationId, t.userId] }), index('memberships_user_idx').on(t.userId)],
 );
 
+export type InvitationStatus = 'pending' | 'accepted' | 'declined' | 'revoked';
+
+/**
+ * Invitations to join an organization: membership needs the invitee's consent. At most one
+ * pending invitation per (organization, e-mail); answered ones stay as history. The e-mail
+ * index is the one lookup not led by the organization: an invitee finds their invitations
+ * across organizations by their account e-mail.
+ */
+export const invitations = pgTable(
+  'invitations',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    id: text('id').notNull(),
+    /** As the inviter wrote it (trimmed). */
+    email: text('email').notNull(),
+    /** Lower-cased: matched against `users.email_normalized`. */
+    emailNormalized: text('email_normalized').notNull(),
+    role: text('role', { enum: ['owner', 'admin', 'member'] }).notNull(),
+    status: text('status').$type<InvitationStatus>().notNull().default('pending'),
+    /** The inviting user (null for an API token); renewing names the renewer. */
+    invitedBy: text('invited_by'),
+    expiresAt: time('expires_at').notNull(),
+    /** When it was accepted, declined or revoked. */
+    respondedAt: time('responded_at'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.id] }),
+    uniqueIndex('invitations_pending_key').on(t.organizationId, t.emailNormalized).where(sql`status = 'pending'`),
+    index('invitations_email_idx').on(t.emailNormalized, t.id),
+  ],
+);
+
 /** Login sessions: every session JWT names one, so logout takes effect at once. */
 export const sessions = pgTable(
   'sessions',

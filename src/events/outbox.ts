@@ -2,7 +2,12 @@ import { createHash } from 'node:crypto';
 import { newId as ulid } from '../lib/ids.ts';
 import { type Db, sql } from '../db/client.ts';
 
-export type EventType = 'organization.created' | 'integration.connected' | 'integration.status_changed' | 'integration.deleted';
+export type EventType =
+  | 'organization.created'
+  | 'organization.member_invited'
+  | 'integration.connected'
+  | 'integration.status_changed'
+  | 'integration.deleted';
 
 /** An event to record. `data` is delivered as is to every webhook: it must never hold a secret. */
 export interface NewEvent {

@@ -22,11 +22,21 @@ import { findIntegrationById, type IntegrationRow, listIntegrations } from '../i
 import { deleteIntegrationWithEvents } from '../integrations/routes.ts';
 import { type StatusObject, statusObject } from '../integrations/status.ts';
 import {
-  addMember,
+  acceptInvitation,
+  declineInvitation,
+  type Invitation,
+  type InvitationDeps,
+  inviteMember,
+  listInvitations,
+  myInvitations,
+  revokeInvitation,
+} from '../organizations/invitations.ts';
+import {
   createOrganization,
   getOrganization,
   listMembers,
   type Member,
+  type OrganizationRef as OrganizationSummary,
   organizationsOf,
   removeMember,
   setMemberRole,
@@ -76,6 +86,11 @@ function txOf(ctx: GraphQLContext): Promise<Db> {
   return ctx.request.ctx.tx();
 }
 
+/** What a write that queues an event needs: the transaction, the outbox, and the request's after-commit queue. */
+async function eventDeps(ctx: GraphQLContext): Promise<InvitationDeps> {
+  return { db: await txOf(ctx), actor: actorOf(ctx), outbox: ctx.services.outbox, afterCommit: (fn) => ctx.request.ctx.afterCommit(fn) };
+}
+
 function asRole(role: string): Role {
   if (!(ROLES as readonly string[]).includes(role)) {
     throw new AppError('INVALID_INPUT', { message: 'role must be one of owner, admin, member', details: [{ path: 'role', message: 'must be owner, admin or member' }] });
@@ -119,6 +134,23 @@ const MemberRef = builder.objectRef<Member>('Member').implement({
   fields: (t) => ({
     user: t.field({ type: MemberUserRef, resolve: (member) => member.user }),
     role: t.exposeString('role'),
+  }),
+});
+
+const InvitationOrganizationRef = builder.objectRef<OrganizationSummary>('InvitationOrganization').implement({
+  description: 'The organization an invitation is to',
+  fields: (t) => ({ id: t.exposeID('id'), name: t.exposeString('name') }),
+});
+
+const InvitationRef = builder.objectRef<Invitation>('Invitation').implement({
+  description: 'An invitation to join an organization; the invitee accepts or declines it (valid 7 days)',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    email: t.exposeString('email'),
+    role: t.exposeString('role', { description: 'The role on acceptance: owner, admin or member' }),
+    status: t.exposeString('status', { description: 'pending, accepted, declined or revoked' }),
+    expiresAt: t.string({ resolve: (invitation) => invitation.expiresAt.toISOString() }),
+    organization: t.field({ type: InvitationOrganizationRef, resolve: (invitation) => invitation.organization }),
   }),
 });
 
@@ -282,6 +314,16 @@ builder.queryType({
       type: [MemberRef],
       resolve: async (_root, _args, ctx) => listMembers({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId),
     }),
+    invitations: t.field({
+      type: [InvitationRef],
+      description: "The caller's organization's open invitations (owner/admin)",
+      resolve: async (_root, _args, ctx) => listInvitations({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId),
+    }),
+    myInvitations: t.field({
+      type: [InvitationRef],
+      description: "Open invitations to the signed-in user's e-mail, from any organization",
+      resolve: async (_root, _args, ctx) => myInvitations({ db: await txOf(ctx), actor: actorOf(ctx) }),
+    }),
     integrations: t.field({
       type: [IntegrationRef],
       resolve: async (_root, _args, ctx) => {
@@ -347,9 +389,28 @@ builder.mutationType({
       },
     }),
     addMember: t.field({
-      type: MemberRef,
+      type: InvitationRef,
+      description: 'Invites an e-mail address (or renews its pending invitation); the person becomes a member only by accepting',
       args: { email: t.arg.string({ required: true }), role: t.arg.string({ required: true }) },
-      resolve: async (_root, args, ctx) => addMember({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId, args.email, asRole(args.role)),
+      resolve: async (_root, args, ctx) => inviteMember(await eventDeps(ctx), principalOf(ctx).organizationId, args.email, asRole(args.role)),
+    }),
+    acceptInvitation: t.field({
+      type: OrganizationRef,
+      description: "Accepts one of myInvitations (a signed-in session of the invitee): returns the organization joined",
+      args: { id: t.arg.id({ required: true }) },
+      resolve: async (_root, args, ctx) => acceptInvitation({ db: await txOf(ctx), actor: actorOf(ctx) }, String(args.id)),
+    }),
+    declineInvitation: t.field({
+      type: InvitationRef,
+      description: 'Declines one of myInvitations (a signed-in session of the invitee)',
+      args: { id: t.arg.id({ required: true }) },
+      resolve: async (_root, args, ctx) => declineInvitation({ db: await txOf(ctx), actor: actorOf(ctx) }, String(args.id)),
+    }),
+    revokeInvitation: t.field({
+      type: InvitationRef,
+      description: "Withdraws a pending invitation of the caller's organization (owner/admin)",
+      args: { id: t.arg.id({ required: true }) },
+      resolve: async (_root, args, ctx) => revokeInvitation({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId, String(args.id)),
     }),
     setMemberRole: t.field({
       type: MemberRef,

@@ -96,26 +96,21 @@ export async function listMembers(deps: MemberDeps, organizationId: string): Pro
 }
 
 /**
- * Adds an existing user, by e-mail, with `role`. Owners and admins may add members;
- * only owners may make someone an owner.
+ * Makes `userId` a member with `role` at once, without asking them: for accepting an
+ * invitation (their consent) and for tests. No API operation reaches it with a user the
+ * caller chose — inviting is `inviteMember` (src/organizations/invitations.ts).
+ * Returns false when they already are a member (nothing changes).
  */
-export async function addMember(deps: MemberDeps, organizationId: string, email: string, role: Role): Promise<Member> {
-  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
-  if (role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can add owners' });
-  const user = await userByEmail(deps.db, email);
-  const existing = await membershipOf(deps.db, organizationId, user.id);
-  if (existing) throw new AppError('CONFLICT', { message: 'That user is already a member' });
-  await deps.db.insert(memberships).values({ organizationId, userId: user.id, role });
-  await recordAudit(deps.db, deps.actor, { organizationId, action: 'member.added', targetType: 'user', targetId: user.id, detail: { role } });
-  return { user, role };
+export async function addMembership(db: Db, organizationId: string, userId: string, role: Role): Promise<boolean> {
+  const added = await db.insert(memberships).values({ organizationId, userId, role }).onConflictDoNothing().returning({ userId: memberships.userId });
+  return added.length > 0;
 }
 
 /** Changes a member's role; owners only touch owners, and the last owner stays an owner. */
 export async function setMemberRole(deps: MemberDeps, organizationId: string, email: string, role: Role): Promise<Member> {
   const actor = requireRole(deps.actor.principal, organizationId, 'admin');
-  const user = await userByEmail(deps.db, email);
-  const current = await membershipOf(deps.db, organizationId, user.id);
-  if (!current) throw new AppError('NOT_FOUND', { message: 'That user is not a member' });
+  const current = await memberByEmail(deps.db, organizationId, email);
+  const user = current.user;
   if ((current.role === 'owner' || role === 'owner') && actor.role !== 'owner') {
     throw new AppError('FORBIDDEN', { message: 'Only owners can grant or change the owner role' });
   }
@@ -137,9 +132,8 @@ export async function setMemberRole(deps: MemberDeps, organizationId: string, em
 /** Removes a member; access ends at once (roles are re-read on every request). */
 export async function removeMember(deps: MemberDeps, organizationId: string, email: string): Promise<void> {
   const actor = requireRole(deps.actor.principal, organizationId, 'admin');
-  const user = await userByEmail(deps.db, email);
-  const current = await membershipOf(deps.db, organizationId, user.id);
-  if (!current) throw new AppError('NOT_FOUND', { message: 'That user is not a member' });
+  const current = await memberByEmail(deps.db, organizationId, email);
+  const user = current.user;
   if (current.role === 'owner') {
     if (actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can remove an owner' });
     await assertNotLastOwner(deps.db, organizationId);
@@ -158,13 +152,19 @@ async function assertNotLastOwner(db: Db, organizationId: string): Promise<void>
   if (owners.length <= 1) throw new AppError('CONFLICT', { message: 'The last owner cannot be removed or demoted' });
 }
 
-async function userByEmail(db: Db, email: string): Promise<{ id: string; email: string; name: string }> {
-  const [user] = await db
-    .select({ id: users.id, email: users.email, name: users.name })
+/**
+ * The organization's member with that e-mail. An address without an account and one of
+ * a non-member get the same 404: nobody learns here who is registered.
+ */
+async function memberByEmail(db: Db, organizationId: string, email: string): Promise<Member> {
+  const [row] = await db
+    .select({ id: users.id, email: users.email, name: users.name, role: memberships.role })
     .from(users)
+    .innerJoin(memberships, and(eq(memberships.organizationId, organizationId), eq(memberships.userId, users.id)))
     .where(eq(users.emailNormalized, normalizeEmail(email)));
-  if (!user) throw new AppError('NOT_FOUND', { message: 'No user with that e-mail' });
-  return user;
+  if (!row) throw new AppError('NOT_FOUND', { message: 'No member with that e-mail' });
+  const { role, ...user } = row;
+  return { user, role };
 }
 
 /** E-mails compare case-insensitively. */

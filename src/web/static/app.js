@@ -2,11 +2,14 @@
 // It talks to the JSON API with the HttpOnly session cookie; every unsafe request carries
 // the CSRF header. It never asks for a provider token: the token endpoints refuse cookie
 // sessions, and Refresh from a cookie session answers without one (docs/decisions.md 39).
+// Invitations go through GraphQL (POST /query), with the same cookie and CSRF header.
 
 const STATUS_LABELS = { connected: 'Connected', warning: 'Warning', expired: 'Expired', invalid: 'Invalid' };
 const PROVIDER_ID = /^[a-z][a-z0-9]{1,31}$/;
 const ERROR_CODE = /^[A-Z][A-Z_]{1,49}$/;
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+const ROLE_NAMES = { owner: 'owner', admin: 'admin', member: 'member' };
+const INVITATION_FIELDS = 'id email role expiresAt organization { id name }';
 
 const el = (id) => document.getElementById(id);
 const ui = {
@@ -35,6 +38,15 @@ const ui = {
   providerList: el('provider-list'),
   allConnected: el('all-connected'),
   noProviders: el('no-providers'),
+  myInvitations: el('my-invitations'),
+  myInvitationList: el('my-invitation-list'),
+  orgInvitations: el('org-invitations'),
+  orgInvitationsTitle: el('org-invitations-title'),
+  inviteForm: el('invite-form'),
+  inviteEmail: el('invite-email'),
+  inviteRole: el('invite-role'),
+  orgInvitationList: el('org-invitation-list'),
+  noOrgInvitations: el('no-org-invitations'),
 };
 
 const state = {
@@ -45,6 +57,10 @@ const state = {
   statuses: new Map(),
   /** provider id → error text when its status could not be fetched */
   statusErrors: new Map(),
+  /** Invitations to the signed-in user, from any organization. */
+  myInvitations: [],
+  /** Pending invitations of the current organization (owners and admins only). */
+  orgInvitations: [],
   /** Bumped by every load: answers of an older load are dropped. */
   generation: 0,
 };
@@ -114,7 +130,20 @@ async function api(method, path, body, { csrf = true } = {}) {
   return data;
 }
 
+/** One GraphQL operation; a GraphQL error becomes an ApiError with the contract's code and the server's words. */
+async function graphql(query, variables = {}) {
+  const answer = await api('POST', '/query', { query, variables });
+  const error = Array.isArray(answer.errors) ? answer.errors[0] : null;
+  if (error) {
+    const code = typeof error.extensions?.code === 'string' ? error.extensions.code : 'UNKNOWN';
+    throw new ApiError(200, code, typeof error.message === 'string' ? error.message : 'Something went wrong.');
+  }
+  return answer.data;
+}
+
 // ---------------------------------------------------------------- words
+
+const roleName = (role) => ROLE_NAMES[role] ?? 'member';
 
 function providerName(id) {
   const known = state.providers.find((p) => p.id === id);
@@ -271,6 +300,8 @@ function showSignIn(message) {
   show(ui.loading, false);
   show(ui.account, false);
   show(ui.integrations, false);
+  show(ui.myInvitations, false);
+  show(ui.orgInvitations, false);
   show(ui.signIn, true);
   if (message) complain(message);
 }
@@ -282,17 +313,16 @@ function renderAccount() {
     h('span', { class: 'who-name', text: user?.name || user?.email || 'API token' }),
     user?.name && user?.email ? h('span', { class: 'who-email', text: ` ${user.email}` }) : null,
   );
-  const roleText = (role) => ({ owner: 'owner', admin: 'admin', member: 'member' })[role] ?? role;
   if (organizations.length > 1) {
     ui.orgSelect.replaceChildren(
       ...organizations.map((org) =>
-        h('option', { value: org.id, selected: org.id === organization.id, text: `${org.name} (${roleText(org.role)})` }),
+        h('option', { value: org.id, selected: org.id === organization.id, text: `${org.name} (${roleName(org.role)})` }),
       ),
     );
     show(ui.orgForm, true);
     show(ui.orgSingle, false);
   } else {
-    ui.orgSingle.replaceChildren(hidden('Organization: '), `${organization.name} (${roleText(organization.role)})`);
+    ui.orgSingle.replaceChildren(hidden('Organization: '), `${organization.name} (${roleName(organization.role)})`);
     show(ui.orgSingle, true);
     show(ui.orgForm, false);
   }
@@ -300,6 +330,10 @@ function renderAccount() {
   show(ui.roleNote, !canWrite());
   show(ui.connectTitle, canWrite());
   show(ui.providerList, canWrite());
+  // Only owners invite owners: the choice is not offered to admins.
+  const roles = organization.role === 'owner' ? ['member', 'admin', 'owner'] : ['member', 'admin'];
+  const chosen = ui.inviteRole.value;
+  ui.inviteRole.replaceChildren(...roles.map((role) => h('option', { value: role, selected: role === chosen, text: role.charAt(0).toUpperCase() + role.slice(1) })));
 }
 
 /** A card's button: visible `label`, and `context` for screen readers (which provider it acts on). */
@@ -408,6 +442,50 @@ function renderIntegrations() {
   refocus(ui.integrations, key);
 }
 
+function myInvitationItem(invitation) {
+  const organization = invitation.organization.name;
+  return h(
+    'li',
+    { class: 'invitation' },
+    h('p', { class: 'invitation-text' }, h('strong', { text: organization }), ` invites you to join as ${roleName(invitation.role)}.`),
+    h('p', { class: 'muted' }, 'Open until ', h('time', { datetime: invitation.expiresAt, text: formatTime(invitation.expiresAt) }), '.'),
+    h(
+      'div',
+      { class: 'actions' },
+      actionButton('Accept', ` the invitation to ${organization}`, `accept:${invitation.id}`, (button) => acceptInvitation(invitation, button), { primary: true }),
+      actionButton('Decline', ` the invitation to ${organization}`, `decline:${invitation.id}`, (button) => declineInvitation(invitation, button)),
+    ),
+  );
+}
+
+function orgInvitationItem(invitation) {
+  // An owner invitation is the owners' to withdraw.
+  const revocable = state.access?.organization?.role === 'owner' || invitation.role !== 'owner';
+  return h(
+    'li',
+    { class: 'invitation' },
+    h('p', { class: 'invitation-text' }, h('span', { class: 'invitation-email', text: invitation.email }), ` as ${roleName(invitation.role)}`),
+    h('p', { class: 'muted' }, 'Open until ', h('time', { datetime: invitation.expiresAt, text: formatTime(invitation.expiresAt) }), '.'),
+    revocable
+      ? h('div', { class: 'actions' }, actionButton('Revoke', ` the invitation of ${invitation.email}`, `revoke:${invitation.id}`, (button) => revokeInvitation(invitation, button), { danger: true }))
+      : null,
+  );
+}
+
+function renderInvitations() {
+  const mine = focusedKey(ui.myInvitations);
+  ui.myInvitationList.replaceChildren(...state.myInvitations.map(myInvitationItem));
+  show(ui.myInvitations, state.myInvitations.length > 0);
+  refocus(ui.myInvitations, mine);
+
+  const theirs = focusedKey(ui.orgInvitations);
+  ui.orgInvitationList.replaceChildren(...state.orgInvitations.map(orgInvitationItem));
+  show(ui.orgInvitationList, state.orgInvitations.length > 0);
+  show(ui.noOrgInvitations, state.orgInvitations.length === 0);
+  show(ui.orgInvitations, canWrite());
+  refocus(ui.orgInvitations, theirs);
+}
+
 function updateCard(provider) {
   const integration = state.integrations.find((i) => i.provider === provider);
   const old = ui.list.querySelector(`li[data-provider="${CSS.escape(provider)}"]`);
@@ -415,6 +493,19 @@ function updateCard(provider) {
 }
 
 // ---------------------------------------------------------------- loading
+
+/** The signed-in user's invitations and, for owners and admins, the organization's pending ones. */
+function fetchInvitations(writer) {
+  const query = writer ? `{ myInvitations { ${INVITATION_FIELDS} } invitations { ${INVITATION_FIELDS} } }` : `{ myInvitations { ${INVITATION_FIELDS} } }`;
+  return graphql(query);
+}
+
+async function refreshInvitations() {
+  const answer = await fetchInvitations(canWrite());
+  state.myInvitations = answer.myInvitations;
+  state.orgInvitations = answer.invitations ?? [];
+  renderInvitations();
+}
 
 /** Loads who is signed in, the providers and the integrations, then each integration's live status. */
 async function loadAll({ announce = false } = {}) {
@@ -434,18 +525,32 @@ async function loadAll({ announce = false } = {}) {
       }
       return;
     }
-    const [providers, list] = await Promise.all([api('GET', '/v1/providers'), api('GET', '/v1/integrations')]);
+    const writer = access.organization?.role === 'owner' || access.organization?.role === 'admin';
+    let invitationsError = null;
+    const [providers, list, invitations] = await Promise.all([
+      api('GET', '/v1/providers'),
+      api('GET', '/v1/integrations'),
+      // Invitations failing to load must not take the integrations with them.
+      fetchInvitations(writer).catch((error) => {
+        invitationsError = error;
+        return { myInvitations: [], invitations: [] };
+      }),
+    ]);
     if (generation !== state.generation) return;
     state.access = access;
     state.providers = providers.providers;
     state.integrations = list.integrations;
     state.statuses = new Map();
     state.statusErrors = new Map();
+    state.myInvitations = invitations.myInvitations;
+    state.orgInvitations = invitations.invitations ?? [];
     show(ui.loading, false);
     show(ui.signIn, false);
     show(ui.integrations, true);
     renderAccount();
     renderIntegrations();
+    renderInvitations();
+    if (invitationsError) complain(`The invitations could not be loaded: ${describeError(invitationsError)}`);
 
     await Promise.all(
       state.integrations.map(async ({ provider }) => {
@@ -496,7 +601,8 @@ async function run(button, provider, action) {
       return;
     }
     complain(describeError(error, provider));
-    if (['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED'].includes(error.code)) await loadAll();
+    // The page was out of date (an integration or invitation changed elsewhere): show what is true now.
+    if (['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'NOT_FOUND', 'CONFLICT'].includes(error.code)) await loadAll();
   } finally {
     setBusy(button, false);
   }
@@ -533,6 +639,54 @@ function deleteIntegration(integration, button) {
     await loadAll();
     say(`${answer.message}.`);
     ui.integrationsTitle.focus();
+  });
+}
+
+function acceptInvitation(invitation, button) {
+  return run(button, undefined, async () => {
+    clearMessages();
+    const { acceptInvitation: joined } = await graphql(`mutation($id: ID!) { acceptInvitation(id: $id) { id name role } }`, { id: invitation.id });
+    await loadAll();
+    say(`You joined ${joined.name} as ${roleName(joined.role)}. Choose it under Organization to work there.`);
+    // The organization is in the switcher now: preselected, one press of Switch away.
+    if (!ui.orgForm.hidden) {
+      ui.orgSelect.value = joined.id;
+      ui.orgSelect.focus();
+    }
+  });
+}
+
+function declineInvitation(invitation, button) {
+  return run(button, undefined, async () => {
+    clearMessages();
+    await graphql(`mutation($id: ID!) { declineInvitation(id: $id) { id } }`, { id: invitation.id });
+    await refreshInvitations();
+    say(`You declined the invitation to ${invitation.organization.name}.`);
+    if (ui.myInvitations.hidden) ui.integrationsTitle.focus();
+  });
+}
+
+function revokeInvitation(invitation, button) {
+  return run(button, undefined, async () => {
+    clearMessages();
+    await graphql(`mutation($id: ID!) { revokeInvitation(id: $id) { id } }`, { id: invitation.id });
+    await refreshInvitations();
+    say(`The invitation of ${invitation.email} is revoked.`);
+    ui.orgInvitationsTitle.focus();
+  });
+}
+
+async function invite(event) {
+  event.preventDefault();
+  const button = ui.inviteForm.querySelector('button[type="submit"]');
+  await run(button, undefined, async () => {
+    clearMessages();
+    const variables = { email: ui.inviteEmail.value.trim(), role: ui.inviteRole.value };
+    const { addMember } = await graphql(`mutation($email: String!, $role: String!) { addMember(email: $email, role: $role) { ${INVITATION_FIELDS} } }`, variables);
+    ui.inviteEmail.value = '';
+    await refreshInvitations();
+    say(`${addMember.email} is invited as ${roleName(addMember.role)} until ${formatTime(addMember.expiresAt)}.`);
+    ui.inviteEmail.focus();
   });
 }
 
@@ -605,6 +759,7 @@ async function start() {
   ui.signInForm.addEventListener('submit', signIn);
   ui.signOut.addEventListener('click', signOut);
   ui.orgForm.addEventListener('submit', switchOrganization);
+  ui.inviteForm.addEventListener('submit', invite);
   ui.reload.addEventListener('click', () => {
     if (isBusy(ui.reload)) return;
     clearMessages();
