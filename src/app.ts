@@ -19,13 +19,11 @@ import { PasswordHasher } from './identity/password.ts';
 import { graphqlRoutes } from './graphql/route.ts';
 import { webRoutes } from './web/routes.ts';
 import { identityRoutes } from './identity/routes.ts';
-import { connectRoutes } from './integrations/connect-routes.ts';
-import { proxyRoutes } from './integrations/proxy.ts';
-import { integrationRoutes } from './integrations/routes.ts';
+import { integrationRoutes } from './integrations/routes/index.ts';
 import { startValidationScheduler } from './integrations/validator.ts';
 import { buildProviderRegistry } from './integrations/providers/registry.ts';
 import { StateCodec } from './integrations/state.ts';
-import { TokenLifecycle } from './integrations/lifecycle.ts';
+import { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import { keyringReadiness } from './secrets/keyring-check.ts';
 import type { Services } from './services.ts';
 import { AppError, errorBody } from './http/errors.ts';
@@ -172,9 +170,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     fastify.swagger() as unknown as Record<string, unknown>,
   );
   identityRoutes(fastify, services);
-  connectRoutes(fastify, services);
   integrationRoutes(fastify, services);
-  proxyRoutes(fastify, services);
   await graphqlRoutes(fastify, services);
   webRoutes(fastify);
   await options.routes?.(fastify, services);

@@ -4,7 +4,7 @@ import type { Dispatcher } from './events/dispatcher.ts';
 import type { Outbox } from './events/outbox.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
-import type { TokenLifecycle } from './integrations/lifecycle.ts';
+import type { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import type { StateCodec } from './integrations/state.ts';
 import type { Logger } from 'pino';
 

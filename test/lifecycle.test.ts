@@ -11,6 +11,8 @@ import { createTestApp, type TestApp } from './helpers/app.ts';
 import { TEST_DATABASE_URL } from './helpers/database.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
 import { connect, providerEnv } from './helpers/providers.ts';
+import { loadByProvider } from '../src/integrations/tokens/loaded.ts';
+import { storeRotated } from '../src/integrations/tokens/store-rotated.ts';
 
 let t: TestApp;
 let gh: FakeProvider;
@@ -267,8 +269,8 @@ describe('token reads', () => {
     const sessionId = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
     const credential = { kind: 'jwt' as const, sessionId, userId: c.account.userId, organizationId: c.account.organizationId };
     const read = (requestId: string) =>
-      t.app.services.lifecycle.loadForUseAs(credential, 'github', ['owner', 'admin'], { action: 'integration.token_read', requestId }).then(
-        (use) => use.current?.secrets.access_token,
+      t.app.services.lifecycle.reads.loadForUseAs(credential, 'github', ['owner', 'admin'], { action: 'integration.token_read', requestId }).then(
+        (use) => use.loaded?.secrets.access_token,
         () => 'refused',
       );
     // The first reads take the free slots alone; the rest wait and share one statement, which PostgreSQL refuses (a NUL in text).
@@ -348,7 +350,7 @@ describe('refresh', () => {
 
   it('uses the winner’s result when the refresh token changed meanwhile (another refresh won)', async () => {
     const c = await connected(slack);
-    const before = await t.app.services.lifecycle.load(c.account.organizationId, 'slack');
+    const before = await loadByProvider(t.app.services, c.account.organizationId, 'slack');
     // Tessera's refresh reaches the provider slowly; meanwhile another instance rotates with the same
     // refresh token and stores its result, bypassing the lease (as if that instance's lease had lapsed).
     slack.latencyMs = 1000;
@@ -382,11 +384,10 @@ describe('refresh', () => {
     try {
       const account = await registerAndLogin(app.fastify, 'keeper');
       await connect(app.fastify, account.token, noRotation, 'keeper');
-      const current = await app.app.services.lifecycle.load(account.organizationId, 'github');
-      const { storeRefreshedForTest } = (await import('./helpers/lifecycle-access.ts')) as typeof import('./helpers/lifecycle-access.ts');
-      const stored = await storeRefreshedForTest(app.app.services.lifecycle, current, { accessToken: 'ghu_new_access_without_refresh_000000', scopes: [], tokenType: 'bearer', expiresIn: 100 });
-      expect(stored.secrets.refresh_token).toBe(current.secrets.refresh_token);
-      const reread = await app.app.services.lifecycle.load(account.organizationId, 'github');
+      const current = await loadByProvider(app.app.services, account.organizationId, 'github');
+      const stored = await storeRotated(app.app.services, current, { accessToken: 'ghu_new_access_without_refresh_000000', scopes: [], tokenType: 'bearer', expiresIn: 100 }, { principal: null, requestId: null });
+      expect(stored?.secrets.refresh_token).toBe(current.secrets.refresh_token);
+      const reread = await loadByProvider(app.app.services, account.organizationId, 'github');
       expect(reread.secrets.refresh_token).toBe(current.secrets.refresh_token);
       expect(reread.secrets.access_token).toBe('ghu_new_access_without_refresh_000000');
     } finally {

@@ -1,4 +1,4 @@
-import { and, desc, eq, lt } from 'drizzle-orm';
+import { and, desc, eq, lt, type Placeholder, type SQL, sql } from 'drizzle-orm';
 import { monotonicIds } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
 import { auditLogs } from '../db/schema.ts';
@@ -28,22 +28,73 @@ export interface AuditActor {
   userId?: string;
 }
 
+/** An SQL expression for one column: a parameter, a placeholder of a statement built once, or a column of its source. */
+type Expression = SQL | Placeholder;
+
+/** The value of each audit column. */
+export interface AuditValues {
+  organizationId: Expression;
+  actorUserId: Expression;
+  impersonatorUserId: Expression;
+  credentialKind: Expression;
+  credentialId: Expression;
+  action: Expression;
+  targetType: Expression;
+  targetId: Expression;
+  requestId: Expression;
+  detail: Expression;
+  /** Default: a new id as a parameter (statements built once pass a placeholder). */
+  id?: Expression;
+}
+
+/**
+ * The one way an audit row is written: `INSERT INTO audit_logs … SELECT <values> [FROM
+ * <from>] RETURNING 1`. Hot statements embed it as a data-modifying CTE over their own rows
+ * (`from`), so the row commits with the change it records in one round trip; `recordAudit`
+ * runs it on its own.
+ */
+export function auditInsert(values: AuditValues, from?: SQL): SQL {
+  const row = [
+    values.organizationId,
+    values.id ?? sql`${nextId()}`,
+    values.actorUserId,
+    values.impersonatorUserId,
+    values.credentialKind,
+    values.credentialId,
+    values.action,
+    values.targetType,
+    values.targetId,
+    values.requestId,
+    values.detail,
+  ];
+  return sql`INSERT INTO audit_logs (organization_id, id, actor_user_id, impersonator_user_id, credential_kind, credential_id, action, target_type, target_id, request_id, detail)
+    SELECT ${sql.join(row, sql`, `)}${from ? sql` FROM ${from}` : sql``} RETURNING 1`;
+}
+
+/** The actor's columns as parameters: who acted, as whom, with which credential. */
+export function actorValues(actor: AuditActor): Pick<AuditValues, 'actorUserId' | 'impersonatorUserId' | 'credentialKind' | 'credentialId' | 'requestId'> {
+  const principal = actor.principal;
+  return {
+    actorUserId: sql`${principal?.userId ?? actor.userId ?? null}::text`,
+    impersonatorUserId: sql`${principal?.impersonatorId ?? null}::text`,
+    credentialKind: sql`${principal?.kind ?? null}::text`,
+    credentialId: sql`${principal?.credentialId ?? null}::text`,
+    requestId: sql`${actor.requestId}::text`,
+  };
+}
+
 /** Writes one audit row with `db` (the transaction of the change, or its own). */
 export async function recordAudit(db: Db, actor: AuditActor, entry: AuditEntry): Promise<void> {
-  const principal = actor.principal;
-  await db.insert(auditLogs).values({
-    organizationId: entry.organizationId,
-    id: nextId(),
-    actorUserId: principal?.userId ?? actor.userId ?? null,
-    impersonatorUserId: principal?.impersonatorId ?? null,
-    credentialKind: principal?.kind ?? null,
-    credentialId: principal?.credentialId ?? null,
-    action: entry.action,
-    targetType: entry.targetType ?? null,
-    targetId: entry.targetId ?? null,
-    requestId: actor.requestId,
-    detail: entry.detail ?? {},
-  });
+  await db.execute(
+    auditInsert({
+      organizationId: sql`${entry.organizationId}::text`,
+      ...actorValues(actor),
+      action: sql`${entry.action}::text`,
+      targetType: sql`${entry.targetType ?? null}::text`,
+      targetId: sql`${entry.targetId ?? null}::text`,
+      detail: sql`${JSON.stringify(entry.detail ?? {})}::jsonb`,
+    }),
+  );
 }
 
 export type AuditRow = typeof auditLogs.$inferSelect;

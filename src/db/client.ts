@@ -3,8 +3,8 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PGlite } from '@electric-sql/pglite';
-import { type SQL, sql } from 'drizzle-orm';
-import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { getTableColumns, type SQL, sql } from 'drizzle-orm';
+import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTable } from 'drizzle-orm/pg-core';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -210,3 +210,21 @@ export class HotStatement<T> {
 }
 
 export { sql };
+
+/**
+ * Reads rows that a statement returned as `row_to_json` (one column instead of one per
+ * field: cheaper to describe and parse on the hot paths) into the table's TypeScript shape:
+ * snake_case keys to the schema's names, ISO timestamps to Dates. Derived from the table,
+ * so it cannot fall out of step with the schema.
+ */
+export function rowFromJson<T extends PgTable>(table: T): (json: Record<string, unknown>) => T['$inferSelect'] {
+  const columns = Object.entries(getTableColumns(table)).map(([key, column]) => ({ key, name: column.name, date: column.dataType === 'date' }));
+  return (json) => {
+    const row: Record<string, unknown> = {};
+    for (const { key, name, date } of columns) {
+      const value = json[name] ?? null;
+      row[key] = date && value !== null ? new Date(value as string) : value;
+    }
+    return row as T['$inferSelect'];
+  };
+}

@@ -19,7 +19,8 @@ import { requireRole, requireSessionUser, requireUser } from '../identity/author
 import { switchOrganization } from '../identity/sessions.ts';
 import { findUserById, publicUser } from '../identity/users.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';
-import { deleteIntegrationWithEvents } from '../integrations/routes.ts';
+import { deleteIntegration } from '../integrations/delete.ts';
+import { loadById } from '../integrations/tokens/loaded.ts';
 import { type StatusObject, statusObject } from '../integrations/status.ts';
 import {
   acceptInvitation,
@@ -427,7 +428,8 @@ builder.mutationType({
     deleteIntegration: t.boolean({
       args: { id: t.arg.id({ required: true }) },
       resolve: async (_root, args, ctx) => {
-        await deleteIntegrationWithEvents(ctx.services, ctx.request, String(args.id));
+        const work = { tx: () => txOf(ctx), afterCommit: (fn: () => unknown) => ctx.request.ctx.afterCommit(fn), actor: actorOf(ctx) };
+        await deleteIntegration(ctx.services, work, String(args.id));
         return true;
       },
     }),
@@ -443,8 +445,7 @@ builder.mutationType({
         }
         const row = await findIntegrationById(ctx.services.db, principal.organizationId, String(args.id));
         if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
-        const current = await ctx.services.lifecycle.reload(principal.organizationId, row.id);
-        const refreshed = await ctx.services.lifecycle.refresh(current, actorOf(ctx));
+        const refreshed = await ctx.services.lifecycle.refresh(await loadById(ctx.services, principal.organizationId, row.id), actorOf(ctx));
         return integrationShape(ctx, refreshed.row);
       },
     }),

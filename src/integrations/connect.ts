@@ -12,7 +12,7 @@ import { membershipOf } from '../organizations/organizations.ts';
 import { open, seal } from '../secrets/crypto.ts';
 import type { Services } from '../services.ts';
 import { upsertConnectedIntegration } from './integrations.ts';
-import { providerFailure } from './provider-errors.ts';
+import { failureAnswer } from './tokens/policy.ts';
 import type { ConfiguredProvider } from './providers/registry.ts';
 import { replaceSecrets } from './secrets.ts';
 import { consumeState, findState, type StateRow, sha256 } from './state.ts';
@@ -181,13 +181,13 @@ export async function completeConnect(services: Services, request: FastifyReques
     tokens = await tokenRequest(provider, params);
   } catch (error) {
     request.log.warn({ provider: provider.id, stage: 'exchange', kind: (error as { kind?: string }).kind, providerCode: (error as { providerCode?: string }).providerCode }, 'code exchange failed');
-    throw fail(providerFailure(error, 'exchange'));
+    throw fail(failureAnswer(error, 'exchange'));
   }
   try {
     account = await provider.definition.validate(provider.context, tokens.accessToken);
   } catch (error) {
     request.log.warn({ provider: provider.id, stage: 'validate', kind: (error as { kind?: string }).kind }, 'new token failed validation');
-    throw fail(providerFailure(error, 'validate'));
+    throw fail(failureAnswer(error, 'connect'));
   }
 
   const now = Date.now();

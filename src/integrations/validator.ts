@@ -1,6 +1,7 @@
 import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Services } from '../services.ts';
-import type { Current } from './lifecycle.ts';
+import { type LoadedIntegration, loadById, loadMany } from './tokens/loaded.ts';
+import { refreshDue } from './tokens/policy.ts';
 
 export interface ValidationPassOptions {
   /** Rows claimed per batch. */
@@ -74,10 +75,10 @@ export async function runValidationPass(services: Services, options: ValidationP
     const byProvider = new Map<string, Claimed[]>();
     for (const row of claimed) byProvider.set(row.provider, [...(byProvider.get(row.provider) ?? []), row]);
 
-    let loaded: Map<string, Current>;
+    let loaded: Map<string, LoadedIntegration>;
     try {
-      const currents = await services.lifecycle.loadMany(claimed.map((row) => ({ organizationId: row.organization_id, id: row.id })));
-      loaded = new Map(currents.map((current) => [`${current.row.organizationId}:${current.row.id}`, current]));
+      const many = await loadMany(services, claimed.map((row) => ({ organizationId: row.organization_id, id: row.id })));
+      loaded = new Map(many.map((one) => [`${one.row.organizationId}:${one.row.id}`, one]));
     } catch {
       // One undecryptable secret spoils the batch read: fall back to one read per integration.
       loaded = new Map();
@@ -90,20 +91,18 @@ export async function runValidationPass(services: Services, options: ValidationP
           while (next < rows.length && !backedOff.has(provider) && Date.now() < deadline) {
             const row = rows[next++] as Claimed;
             try {
-              const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await services.lifecycle.reload(row.organization_id, row.id));
-              const refreshExpiresAt = current.row.refreshTokenExpiresAt?.getTime();
-              const accessExpiresAt = current.row.tokenExpiresAt?.getTime();
+              const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await loadById(services, row.organization_id, row.id));
+              // Refresh instead when the access token would expire before the next pass, or the refresh token within the margin.
               const refreshSoon =
                 current.secrets.refresh_token !== undefined &&
-                ((refreshExpiresAt !== undefined && refreshExpiresAt - Date.now() < margin) ||
-                  (accessExpiresAt !== undefined && accessExpiresAt - Date.now() < services.config.oauth.validationInterval * 1000));
+                refreshDue(current.row, { accessWithinMs: services.config.oauth.validationInterval * 1000, refreshTokenWithinMs: margin });
               if (refreshSoon) {
                 await services.lifecycle.refresh(current, actor);
                 result.valid++;
                 continue;
               }
               const { outcome } = await services.lifecycle.validate(current, actor);
-              result[outcome.kind]++;
+              result[outcome.kind === 'revoked' ? 'invalid' : outcome.kind]++;
               if (outcome.kind === 'rateLimited') backedOff.add(provider);
             } catch (error) {
               result.errors++;

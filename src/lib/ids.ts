@@ -26,3 +26,9 @@ export function monotonicIds(): () => string {
   const next = monotonicFactory(pooledRandom);
   return () => next();
 }
+
+/** Provider ids (CONTRACT.md §1): lower-case, a letter first, 2–32 characters. */
+export const PROVIDER_ID = /^[a-z][a-z0-9]{1,31}$/;
+
+/** The shape of our ids (ULID, Crockford base32): anything else names nothing. */
+export const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;

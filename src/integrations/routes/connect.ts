@@ -1,8 +1,8 @@
-import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { AppError } from '../http/errors.ts';
-import type { Services } from '../services.ts';
-import { CallbackFailure, callbackRedirect, completeConnect, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, startConnect } from './connect.ts';
+import { AppError } from '../../http/errors.ts';
+import type { TypedFastify } from '../../http/typed.ts';
+import type { Services } from '../../services.ts';
+import { CallbackFailure, callbackRedirect, completeConnect, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, startConnect } from '../connect.ts';
 
 const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
 const CallbackResponse = Type.Object({
@@ -12,7 +12,7 @@ const CallbackResponse = Type.Object({
 });
 
 /** The OAuth connect flow (CONTRACT.md §5): start, the two callbacks, and the provider list. */
-export function connectRoutes(app: FastifyInstance, services: Services): void {
+export function connectRoutes(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/providers',
     {
@@ -37,7 +37,7 @@ export function connectRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/integrations/oauth/start',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: ['PROVIDER_NOT_CONFIGURED', 'INVALID_REDIRECT_URI'] },
       schema: {
         summary: 'Start connecting a provider: returns the provider authorization URL',
         tags: ['integrations'],
@@ -53,8 +53,7 @@ export function connectRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      const body = request.body as { provider: string; scopes?: string[]; redirectUri: string };
-      const result = await startConnect(services, services.db, request.ctx.principal, body, request.cookies[OAUTH_TX_COOKIE]);
+      const result = await startConnect(services, services.db, request.ctx.principal, request.body, request.cookies[OAUTH_TX_COOKIE]);
       reply.setCookie(OAUTH_TX_COOKIE, result.txValue, {
         path: OAUTH_COOKIE_PATH,
         httpOnly: true,
@@ -69,7 +68,11 @@ export function connectRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/integrations/oauth/callback',
     {
-      config: { auth: 'public', noStore: true },
+      config: {
+        auth: 'public',
+        noStore: true,
+        errors: ['INVALID_OAUTH_STATE', 'PROVIDER_NOT_CONFIGURED', 'OAUTH_EXCHANGE_FAILED', 'ACCESS_DENIED', 'FORBIDDEN', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'],
+      },
       schema: {
         summary: 'Complete a connect flow with the code the provider returned',
         tags: ['integrations'],
@@ -81,7 +84,7 @@ export function connectRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request) => {
-      const body = request.body as { provider: string; code: string; state: string };
+      const body = request.body;
       if (!services.providers.get(body.provider)) throw new AppError('PROVIDER_NOT_CONFIGURED');
       try {
         const result = await completeConnect(services, request, body);
@@ -95,7 +98,7 @@ export function connectRoutes(app: FastifyInstance, services: Services): void {
   app.get(
     '/v1/integrations/oauth/callback',
     {
-      config: { auth: 'public', noStore: true },
+      config: { auth: 'public', noStore: true, errors: ['INVALID_OAUTH_STATE'] },
       schema: {
         summary: "The provider's browser redirect: completes the flow and redirects to the start's redirectUri",
         tags: ['integrations'],
@@ -109,7 +112,7 @@ export function connectRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      const query = request.query as { code?: string; state: string; error?: string };
+      const query = request.query;
       let location: string;
       try {
         const result = await completeConnect(services, request, { state: query.state, ...(query.code ? { code: query.code } : {}), ...(query.error ? { error: query.error } : {}) });

@@ -1,0 +1,18 @@
+import type { TypedFastify } from '../../http/typed.ts';
+import type { Services } from '../../services.ts';
+import { connectRoutes } from './connect.ts';
+import { integrationListRoutes } from './integrations.ts';
+import { proxyRoute } from './proxy.ts';
+import { refreshRoute } from './refresh.ts';
+import { statusRoute } from './status.ts';
+import { tokenRoute } from './token.ts';
+
+/** Every REST route of the integrations feature (CONTRACT.md §5): one file per endpoint or small group. */
+export function integrationRoutes(app: TypedFastify, services: Services): void {
+  connectRoutes(app, services);
+  integrationListRoutes(app, services);
+  tokenRoute(app, services);
+  statusRoute(app, services);
+  refreshRoute(app, services);
+  proxyRoute(app, services);
+}

@@ -1,0 +1,39 @@
+import { Type } from 'typebox';
+import type { TypedFastify } from '../../http/typed.ts';
+import { requireRole } from '../../identity/authorize.ts';
+import type { Services } from '../../services.ts';
+import { loadByProvider } from '../tokens/loaded.ts';
+import { actorOf, member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
+
+/** `POST /v1/integrations/{provider}/refresh` (CONTRACT.md §5): one provider call however many ask at once. */
+export function refreshRoute(app: TypedFastify, services: Services): void {
+  app.post(
+    '/v1/integrations/:provider/refresh',
+    {
+      config: { auth: 'authenticated', noStore: true, errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'] },
+      schema: {
+        summary: 'Refresh the token now (one provider call however many ask at once)',
+        tags: ['integrations'],
+        params: ProviderParams,
+        response: {
+          200: Type.Object({
+            success: Type.Literal(true),
+            message: Type.String(),
+            token: Type.Optional({ ...TokenSchema, description: 'Absent for cookie sessions: a browser never receives raw tokens' }),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const caller = member(request);
+      const provider = providerIdFrom(request.params.provider);
+      const principal = requireRole(caller, caller.organizationId, 'admin');
+      const loaded = await loadByProvider(services, principal.organizationId, provider);
+      const refreshed = await services.lifecycle.refresh(loaded, actorOf(request));
+      const message = `${refreshed.provider.displayName} token refreshed`;
+      // Raw tokens go to header credentials only, never while impersonating (decision 39).
+      if (principal.viaCookie || principal.impersonatorId) return { success: true as const, message };
+      return { success: true as const, message, token: tokenBody(refreshed) };
+    },
+  );
+}

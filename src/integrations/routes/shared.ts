@@ -1,0 +1,89 @@
+import type { FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { AuditActor } from '../../audit/audit.ts';
+import type { Principal } from '../../http/context.ts';
+import { AppError, type ErrorCode } from '../../http/errors.ts';
+import { requireRole } from '../../identity/authorize.ts';
+import { PROVIDER_ID } from '../../lib/ids.ts';
+import { effectiveStatus } from '../status.ts';
+import type { IntegrationSummary } from '../integrations.ts';
+import type { LoadedIntegration } from '../tokens/loaded.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The error codes this route itself can answer with, beyond those of its class and schema (OpenAPI lists them). */
+    errors?: ErrorCode[];
+  }
+}
+
+export const TokenSchema = Type.Object({
+  accessToken: Type.String(),
+  tokenType: Type.String(),
+  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  scopes: Type.Array(Type.String()),
+});
+
+export const IntegrationSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  kind: Type.String(),
+  description: Type.String(),
+  provider: Type.String(),
+  status: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+});
+
+export const ProviderParams = Type.Object({ provider: Type.String({ maxLength: 64 }) });
+
+/** A provider id from a path: a malformed one names no integration, the same 404 as any other (decision 41). */
+export function providerIdFrom(value: string): string {
+  if (!PROVIDER_ID.test(value)) throw new AppError('INTEGRATION_NOT_FOUND');
+  return value;
+}
+
+/** The caller, if a member of their organization. */
+export function member(request: FastifyRequest): Principal {
+  const principal = request.ctx.principal;
+  return requireRole(principal, principal?.organizationId ?? '', 'member');
+}
+
+/** Raw token reads: header credentials only, never while impersonating, owner/admin or API token. */
+export function requireTokenReader(principal: Principal | null): Principal {
+  if (!principal) throw new AppError('UNAUTHENTICATED');
+  if (principal.viaCookie) throw new AppError('UNAUTHENTICATED', { message: 'Token access needs credentials in the Authorization header' });
+  if (principal.impersonatorId) throw new AppError('FORBIDDEN', { message: 'Token access is not allowed while impersonating' });
+  return requireRole(principal, principal.organizationId, 'admin');
+}
+
+/** The roles `requireTokenReader` accepts (API tokens act as admin). */
+export const TOKEN_READER_ROLES = ['owner', 'admin'] as const;
+
+/** Who acts in this request, for audit rows. */
+export function actorOf(request: FastifyRequest): AuditActor {
+  return { principal: request.ctx.principal, requestId: request.id };
+}
+
+/** A token as the API hands it out. */
+export function tokenBody(loaded: LoadedIntegration) {
+  return {
+    accessToken: loaded.secrets.access_token as string,
+    tokenType: 'Bearer',
+    expiresAt: loaded.row.tokenExpiresAt?.toISOString() ?? null,
+    scopes: loaded.row.scopes,
+  };
+}
+
+/** The list view of an integration. */
+export function integrationView(row: IntegrationSummary) {
+  return {
+    id: row.id,
+    name: row.name,
+    kind: row.provider,
+    description: row.description,
+    provider: row.provider,
+    status: effectiveStatus(row),
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}

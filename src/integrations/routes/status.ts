@@ -1,0 +1,64 @@
+import { Type } from 'typebox';
+import type { AuditActor } from '../../audit/audit.ts';
+import { AppError } from '../../http/errors.ts';
+import type { TypedFastify } from '../../http/typed.ts';
+import type { Services } from '../../services.ts';
+import { findIntegrationByProvider } from '../integrations.ts';
+import { statusObject } from '../status.ts';
+import { type LoadedIntegration, loadById, loadByProvider } from '../tokens/loaded.ts';
+import { refreshDue } from '../tokens/policy.ts';
+import { actorOf, member, ProviderParams, providerIdFrom } from './shared.ts';
+
+const StatusSchema = Type.Object({
+  provider: Type.String(),
+  connected: Type.Boolean(),
+  status: Type.Union([Type.Literal('connected'), Type.Literal('expired'), Type.Literal('invalid'), Type.Literal('warning')]),
+  tokenValid: Type.Boolean(),
+  tokenExpired: Type.Boolean(),
+  lastValidated: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  message: Type.String(),
+  actions: Type.Array(Type.Union([Type.Literal('reconnect'), Type.Literal('refresh'), Type.Literal('configure')])),
+  lastError: Type.Optional(Type.String()),
+  detectedAt: Type.Optional(Type.String({ format: 'date-time' })),
+});
+
+/** `GET /v1/integrations/{provider}/status` (CONTRACT.md §5): validated live when the last check is older than OAUTH_STATUS_MAX_AGE. */
+export function statusRoute(app: TypedFastify, services: Services): void {
+  app.get(
+    '/v1/integrations/:provider/status',
+    {
+      config: { auth: 'authenticated', errors: ['INTEGRATION_NOT_FOUND'] },
+      schema: {
+        summary: 'The integration status (validated live when the last check is older than OAUTH_STATUS_MAX_AGE)',
+        tags: ['integrations'],
+        params: ProviderParams,
+        response: { 200: Type.Object({ success: Type.Literal(true), status: StatusSchema }) },
+      },
+    },
+    async (request) => {
+      const principal = member(request);
+      const provider = providerIdFrom(request.params.provider);
+      const row = await findIntegrationByProvider(services.db, principal.organizationId, provider);
+      const configured = row ? services.providers.get(row.provider) : undefined;
+      if (!row || !configured) throw new AppError('INTEGRATION_NOT_FOUND');
+      const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
+      // Secrets are read and the provider asked only when the last validation is too old.
+      if (row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
+        const checked = await liveCheck(services, await loadByProvider(services, principal.organizationId, provider), actorOf(request));
+        return { success: true as const, status: statusObject(checked.row, checked.provider.displayName) };
+      }
+      return { success: true as const, status: statusObject(row, configured.displayName) };
+    },
+  );
+}
+
+/** A live check: refresh when the token is due for one, else validate. The status route reports; it does not fail because the provider did. */
+async function liveCheck(services: Services, loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
+  try {
+    if (refreshDue(loaded.row) && loaded.secrets.refresh_token) return await services.lifecycle.refresh(loaded, actor);
+    return (await services.lifecycle.validate(loaded, actor)).loaded;
+  } catch (error) {
+    if (error instanceof AppError && error.status !== 500) return loadById(services, loaded.row.organizationId, loaded.row.id);
+    throw error;
+  }
+}

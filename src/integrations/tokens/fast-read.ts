@@ -1,0 +1,224 @@
+/**
+ * The hot path of token reads and proxy calls, fenced in one file (decisions 60–72): one
+ * statement reads the integration and its access-token envelope — and, for token reads,
+ * checks the caller and writes the audit row in the same round trip — and reads that
+ * arrive together share one statement (group commit). Everything else in the token
+ * lifecycle loads through loaded.ts.
+ */
+import { type SQL, sql } from 'drizzle-orm';
+import { type AuditActor, auditInsert, nextAuditId } from '../../audit/audit.ts';
+import { Batcher, Slots } from '../../db/batch.ts';
+import { HotStatement } from '../../db/client.ts';
+import type { Principal, Role } from '../../http/context.ts';
+import { AppError } from '../../http/errors.ts';
+import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../../identity/authenticate.ts';
+import type { Services } from '../../services.ts';
+import type { ConfiguredProvider } from '../providers/registry.ts';
+import { secretName } from '../secrets.ts';
+import { integrationFromJson, type LoadedIntegration, withAccessToken } from './loaded.ts';
+
+const p = sql.placeholder;
+
+/** A row of the single reads: the integration as `row_to_json`, and its access token's envelope. */
+type UseRow = { integration: Record<string, unknown>; key_id: string | null; envelope: string | null };
+
+const USE_SELECT = sql`SELECT row_to_json(i) AS integration, s.key_id, s.envelope
+  FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`;
+const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE organization_id = ${p('organizationId')} AND provider = ${p('providerId')})`;
+
+/** `loadForUse` without an audit row (proxy calls audit on their own). */
+const USE = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION} ${USE_SELECT}`);
+
+/** `loadForUse` writing the audit row in the same statement. */
+const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit AS (${auditInsert(
+  {
+    organizationId: sql`organization_id`,
+    id: p('auditId'),
+    actorUserId: p('actorUserId'),
+    impersonatorUserId: p('impersonatorId'),
+    credentialKind: p('credentialKind'),
+    credentialId: p('credentialId'),
+    action: p('action'),
+    targetType: sql`'integration'`,
+    targetId: sql`id`,
+    requestId: p('requestId'),
+    detail: sql`jsonb_build_object('provider', ${p('providerId')}::text)`,
+  },
+  sql`i`,
+)})
+  ${USE_SELECT}`);
+
+/** The kinds of `loadForUseAs` statement: one per deferred credential, and an API token's without recording its use. */
+type ReadVariant = 'jwt' | 'api_token' | 'api_token_untouched';
+
+/** One token read in a `loadForUseAs` batch: a row of its `q`. */
+type ReadItem = ReturnType<typeof callerValues> & {
+  /** The provider, '' when it is no longer configured (the caller is still checked; nothing is read or audited). */
+  prov: string;
+  secret: string;
+  roles: readonly Role[];
+  kind: DeferredCredential['kind'];
+  action: string;
+  audit_id: string;
+  req: string;
+};
+
+/**
+ * A `loadForUseAs` answer: the caller's check and, when it may read, the integration — all
+ * in one `json` column, since the driver describes and parses each column of every row it
+ * receives anew.
+ */
+type UseAsRow = { r: UseAsAnswer };
+type UseAsAnswer = CallerColumns & { n: number; integration: Record<string, unknown> | null; key_id: string | null; envelope: string | null };
+
+/** A `loadForUseAs` batch: its reads as JSON, each with its position `n` in the batch. */
+function readSource(kind: DeferredCredential['kind']): SQL {
+  const credential = kind === 'jwt' ? 'org text, sid text, usr text' : 'hash text';
+  return sql`SELECT * FROM json_to_recordset(${p('batch')}::json)
+    AS b(n int, ${sql.raw(credential)}, prov text, secret text, roles text[], kind text, action text, audit_id text, req text)`;
+}
+
+/**
+ * `loadForUseAs`, for any number of reads at once: for each, the caller, its integration
+ * when its role may read, and the envelope (lateral `LIMIT 1` probes, so each read stays a
+ * few index lookups), feeding both the answers and the audit rows — one statement and one
+ * commit for all the reads that arrived together (decision 72).
+ */
+function readStatement(caller: SQL): HotStatement<UseAsRow> {
+  return new HotStatement<UseAsRow>(sql`WITH ${caller},
+      r AS (
+        SELECT c.n, ${CALLER_COLUMNS}, c.prov, c.kind, c.action, c.audit_id, c.req,
+               i.id AS integration_id, row_to_json(i) AS integration, s.key_id, s.envelope
+        FROM caller c
+        LEFT JOIN LATERAL (
+          SELECT * FROM integrations
+          WHERE c.caller_active AND c.caller_role = ANY(c.roles) AND organization_id = c.caller_organization_id AND provider = c.prov
+          LIMIT 1) i ON true
+        LEFT JOIN LATERAL (
+          SELECT key_id, envelope FROM integration_secrets
+          WHERE organization_id = i.organization_id AND integration_id = i.id AND name = c.secret
+          LIMIT 1) s ON true
+      ), audit AS (${auditInsert(
+        {
+          organizationId: sql`caller_organization_id`,
+          id: sql`audit_id`,
+          actorUserId: sql`caller_user_id`,
+          impersonatorUserId: sql`NULL`,
+          credentialKind: sql`kind`,
+          credentialId: sql`caller_credential_id`,
+          action: sql`action`,
+          targetType: sql`'integration'`,
+          targetId: sql`integration_id`,
+          requestId: sql`req`,
+          detail: sql`jsonb_build_object('provider', prov)`,
+        },
+        sql`r WHERE integration_id IS NOT NULL`,
+      )})
+      SELECT row_to_json(a) AS r FROM (SELECT n, ${CALLER_COLUMNS}, integration, key_id, envelope FROM r) a`);
+}
+
+const USE_AS: Record<ReadVariant, HotStatement<UseAsRow>> = {
+  jwt: readStatement(callerCheck('jwt', readSource('jwt'))),
+  api_token: readStatement(callerCheck('api_token', readSource('api_token'))),
+  api_token_untouched: readStatement(callerCheck('api_token', readSource('api_token'), false)),
+};
+
+/** The most reads one `loadForUseAs` statement carries. */
+const READ_BATCH_MAX = 64;
+/** The most reads that may wait for a statement, per kind; more answer 503 at once. */
+const READ_WAITING_MAX = 4096;
+
+/** The single-statement reads of the hot path; one per process (its batchers hold the waiting reads). */
+export class FastReads {
+  private readonly services: Services;
+  /** Token reads that arrive together share a statement (group commit, decision 72). */
+  private readonly readers: Record<ReadVariant, Batcher<ReadItem, UseAsAnswer | Error>>;
+
+  constructor(services: Services) {
+    this.services = services;
+    // PostgreSQL: a quarter of the pool for all token reads, so they queue up behind a few statements (and batch there) while
+    // the other routes keep the rest. PGlite runs one statement at a time on this thread: one at once, after taking in what
+    // else has arrived.
+    const pglite = services.database.kind === 'pglite';
+    const slots = new Slots(pglite ? 1 : Math.ceil(services.config.db.poolMax / 4));
+    const overloaded = () => new AppError('SERVICE_UNAVAILABLE', { message: 'Too many token reads are waiting for the database', headers: { 'retry-after': '1' } });
+    const reader = (variant: ReadVariant) =>
+      new Batcher({
+        slots,
+        maxSize: READ_BATCH_MAX,
+        maxWaiting: READ_WAITING_MAX,
+        overloaded,
+        gather: pglite,
+        execute: (items: ReadItem[]) => this.readBatch(USE_AS[variant], items),
+      });
+    this.readers = { jwt: reader('jwt'), api_token: reader('api_token'), api_token_untouched: reader('api_token_untouched') };
+  }
+
+  /**
+   * The integration and its access token in one statement which, when `audit` is given,
+   * writes the audit row too; only the access token is decrypted.
+   */
+  async loadForUse(organizationId: string, providerId: string, audit?: { actor: AuditActor; action: string }): Promise<LoadedIntegration> {
+    const provider = this.services.providers.get(providerId);
+    if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
+    const principal = audit?.actor.principal ?? null;
+    const values = { organizationId, providerId, secretName: secretName(providerId, 'access_token') };
+    const [found] = audit
+      ? await USE_AUDITED.rows(this.services.db, {
+          ...values,
+          auditId: nextAuditId(),
+          action: audit.action,
+          requestId: audit.actor.requestId,
+          actorUserId: principal?.userId ?? null,
+          impersonatorId: principal?.impersonatorId ?? null,
+          credentialKind: principal?.kind ?? null,
+          credentialId: principal?.credentialId ?? null,
+        })
+      : await USE.rows(this.services.db, values);
+    if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
+    return this.loaded(found.integration, provider, found);
+  }
+
+  /**
+   * `loadForUse` for a route that defers the credential check (`deferCredentialCheck`):
+   * the same statement also checks the session or API token, and reads the integration and
+   * writes the audit row only when the caller holds one of `roles` — one round trip for the
+   * whole request. Throws the usual 401/403; `loaded` is null when the organization has no
+   * such integration (the route decides the 404 after its own checks).
+   */
+  async loadForUseAs(
+    credential: DeferredCredential,
+    providerId: string,
+    roles: readonly Role[],
+    audit: { action: string; requestId: string },
+  ): Promise<{ principal: Principal; loaded: LoadedIntegration | null }> {
+    const provider = this.services.providers.get(providerId);
+    const variant: ReadVariant = credential.kind === 'api_token' && !credential.touch ? 'api_token_untouched' : credential.kind;
+    const found = await this.readers[variant].run({
+      ...callerValues(credential),
+      // Only a configured provider's id reaches the statement (a path segment may hold anything, NULs included).
+      prov: provider ? providerId : '',
+      secret: provider ? secretName(providerId, 'access_token') : '',
+      roles,
+      kind: credential.kind,
+      action: audit.action,
+      audit_id: nextAuditId(),
+      req: audit.requestId,
+    });
+    if (found instanceof Error) throw found;
+    const principal = principalFromCaller(credential, found);
+    const loaded = found.integration && provider ? this.loaded(found.integration, provider, found) : null;
+    return { principal, loaded };
+  }
+
+  /** One statement for a batch of `loadForUseAs` reads; their answers in the batch's order (an Error for a read without one). */
+  private async readBatch(statement: HotStatement<UseAsRow>, items: ReadItem[]): Promise<(UseAsAnswer | Error)[]> {
+    const rows = await statement.rows(this.services.db, { batch: JSON.stringify(items.map((item, n) => ({ ...item, n }))) });
+    const answers = new Map(rows.map(({ r }) => [r.n, r]));
+    return items.map((_item, n) => answers.get(n) ?? new Error('a token read in a batch got no answer'));
+  }
+
+  private loaded(json: Record<string, unknown>, provider: ConfiguredProvider, envelope: { key_id: string | null; envelope: string | null }): LoadedIntegration {
+    return withAccessToken(this.services.config.keyring, integrationFromJson(json), provider, { keyId: envelope.key_id, envelope: envelope.envelope });
+  }
+}

@@ -1,0 +1,82 @@
+import { sql } from 'drizzle-orm';
+import type { Keyring } from '../../config/load.ts';
+import { type Db, rowFromJson } from '../../db/client.ts';
+import { integrationSecrets, integrations } from '../../db/schema.ts';
+import { AppError } from '../../http/errors.ts';
+import { findIntegrationById, findIntegrationByProvider, type IntegrationRow } from '../integrations.ts';
+import type { ConfiguredProvider, ProviderRegistry } from '../providers/registry.ts';
+import { decryptRows, readSecrets, type SecretValues, secretName } from '../secrets.ts';
+
+/**
+ * An integration loaded for use: its row, its configured provider, and the secrets read
+ * with it — all six, or only the access token on the hot path (a refresh re-reads the rest
+ * under its lease).
+ */
+export interface LoadedIntegration {
+  row: IntegrationRow;
+  provider: ConfiguredProvider;
+  secrets: SecretValues;
+}
+
+/** What loading needs: the database, the configured providers and the keys that open secrets (`config.keyring`). */
+export interface LoadDeps {
+  db: Db;
+  providers: ProviderRegistry;
+  config: { keyring: Keyring };
+}
+
+/** An integration row as a statement returned it with `row_to_json`. */
+export const integrationFromJson = rowFromJson(integrations);
+
+/** The organization's integration for `providerId`, with its secrets; 404 when there is none (or its provider is no longer configured). */
+export async function loadByProvider(deps: LoadDeps, organizationId: string, providerId: string): Promise<LoadedIntegration> {
+  return withSecrets(deps, await findIntegrationByProvider(deps.db, organizationId, providerId));
+}
+
+/** The organization's integration `id`, re-read with its secrets; 404 when it is gone. */
+export async function loadById(deps: LoadDeps, organizationId: string, id: string): Promise<LoadedIntegration> {
+  return withSecrets(deps, await findIntegrationById(deps.db, organizationId, id));
+}
+
+/** A row with its secrets; 404 for no row, or a provider no longer configured. */
+export async function withSecrets(deps: LoadDeps, row: IntegrationRow | null): Promise<LoadedIntegration> {
+  const provider = row ? deps.providers.get(row.provider) : undefined;
+  if (!row || !provider) throw new AppError('INTEGRATION_NOT_FOUND');
+  const secrets = await readSecrets(deps.db, deps.config.keyring, { organizationId: row.organizationId, integrationId: row.id, provider: row.provider });
+  return { row, provider, secrets };
+}
+
+/** An integration with only its access token, decrypted from the envelope a statement read with the row. */
+export function withAccessToken(keyring: Keyring, row: IntegrationRow, provider: ConfiguredProvider, envelope: { keyId: string | null; envelope: string | null }): LoadedIntegration {
+  const ref = { organizationId: row.organizationId, integrationId: row.id, provider: provider.id };
+  const name = secretName(provider.id, 'access_token');
+  const secrets = envelope.keyId && envelope.envelope ? decryptRows(keyring, ref, [{ name, keyId: envelope.keyId, envelope: envelope.envelope }]) : {};
+  return { row, provider, secrets };
+}
+
+/** Many integrations with their secrets, in two statements (background passes); rows of unconfigured providers are skipped. */
+export async function loadMany(deps: LoadDeps, keys: { organizationId: string; id: string }[]): Promise<LoadedIntegration[]> {
+  if (keys.length === 0) return [];
+  const pairs = sql.join(
+    keys.map((key) => sql`(${key.organizationId}, ${key.id})`),
+    sql`, `,
+  );
+  const rows = await deps.db.select().from(integrations).where(sql`(${integrations.organizationId}, ${integrations.id}) IN (${pairs})`);
+  const secretRows = await deps.db
+    .select()
+    .from(integrationSecrets)
+    .where(sql`(${integrationSecrets.organizationId}, ${integrationSecrets.integrationId}) IN (${pairs})`);
+  const byIntegration = new Map<string, (typeof secretRows)[number][]>();
+  for (const secret of secretRows) {
+    const key = `${secret.organizationId}:${secret.integrationId}`;
+    byIntegration.set(key, [...(byIntegration.get(key) ?? []), secret]);
+  }
+  const loaded: LoadedIntegration[] = [];
+  for (const row of rows) {
+    const provider = deps.providers.get(row.provider);
+    if (!provider) continue;
+    const ref = { organizationId: row.organizationId, integrationId: row.id, provider: row.provider };
+    loaded.push({ row, provider, secrets: decryptRows(deps.config.keyring, ref, byIntegration.get(`${row.organizationId}:${row.id}`) ?? []) });
+  }
+  return loaded;
+}

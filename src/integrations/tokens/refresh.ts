@@ -1,0 +1,100 @@
+import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import { integrations } from '../../db/schema.ts';
+import { AppError } from '../../http/errors.ts';
+import { newId } from '../../lib/ids.ts';
+import { findIntegrationById, type IntegrationRow } from '../integrations.ts';
+import type { LoadedIntegration } from './loaded.ts';
+
+/** A refresh asked for this soon after another one gets that one's result instead of a provider call (decision 49). */
+export const REFRESH_COALESCE_MS = 10 * 1000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface RefreshDeps {
+  db: Db;
+  /** Milliseconds a lease lasts: longer than a provider call can take, so a live holder never loses it mid-call. */
+  leaseMs: number;
+  /** Reads the integration's secrets for a row (under the lease, the row just leased). */
+  withSecrets(row: IntegrationRow): Promise<LoadedIntegration>;
+}
+
+/**
+ * Makes a refresh single-flight twice (decision 34): in this process, concurrent callers of
+ * one integration share one promise; across processes, a lease on the integration row
+ * (`lease_owner`, `lease_until`) lets one instance call the provider while the others poll
+ * until `token_version` moves and then read what it stored.
+ */
+export class SingleFlight {
+  /** Identifies this process in leases. */
+  readonly instanceId = newId();
+  private readonly deps: RefreshDeps;
+  private readonly inflight = new Map<string, Promise<LoadedIntegration>>();
+
+  constructor(deps: RefreshDeps) {
+    this.deps = deps;
+  }
+
+  /**
+   * Runs `refresh` once for everyone asking about `seen` now: under the lease, on the
+   * integration as re-read there — unless the version already moved (another refresh won:
+   * its result is returned) or a refresh finished within the coalescing window.
+   */
+  run(seen: LoadedIntegration, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
+    const key = `${seen.row.organizationId}:${seen.row.id}`;
+    const running = this.inflight.get(key);
+    if (running) return running;
+    const promise = this.acrossInstances(seen, refresh).finally(() => this.inflight.delete(key));
+    this.inflight.set(key, promise);
+    return promise;
+  }
+
+  private async acrossInstances(seen: LoadedIntegration, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
+    const { organizationId, id } = seen.row;
+    const deadline = Date.now() + this.deps.leaseMs + 2000;
+    for (;;) {
+      const leased = await this.acquire(organizationId, id);
+      if (leased) {
+        try {
+          const latest = await this.deps.withSecrets(leased);
+          if (latest.row.tokenVersion !== seen.row.tokenVersion) return latest;
+          // Requests that were concurrent at the client may reach us a little apart: one call serves them all.
+          const sinceRefresh = Date.now() - (latest.row.lastRefreshedAt?.getTime() ?? 0);
+          if (sinceRefresh < REFRESH_COALESCE_MS && latest.row.status === 'connected') return latest;
+          return await refresh(latest);
+        } finally {
+          await this.release(organizationId, id);
+        }
+      }
+      await sleep(50);
+      const row = await findIntegrationById(this.deps.db, organizationId, id);
+      if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
+      if (row.tokenVersion !== seen.row.tokenVersion) return this.deps.withSecrets(row);
+      if (row.status === 'invalid' && seen.row.status !== 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
+      if (Date.now() > deadline) throw new AppError('PROVIDER_ERROR', { message: 'A refresh by another instance did not finish in time' });
+    }
+  }
+
+  private async acquire(organizationId: string, id: string): Promise<IntegrationRow | null> {
+    const [row] = await this.deps.db
+      .update(integrations)
+      .set({ leaseOwner: this.instanceId, leaseUntil: sql`now() + ${`${this.deps.leaseMs} milliseconds`}::interval` })
+      .where(
+        and(
+          eq(integrations.organizationId, organizationId),
+          eq(integrations.id, id),
+          or(isNull(integrations.leaseUntil), lt(integrations.leaseUntil, sql`now()`), eq(integrations.leaseOwner, this.instanceId)),
+        ),
+      )
+      .returning();
+    return row ?? null;
+  }
+
+  private async release(organizationId: string, id: string): Promise<void> {
+    // Only our own lease: never release one another instance took after ours expired.
+    await this.deps.db
+      .update(integrations)
+      .set({ leaseOwner: null, leaseUntil: null })
+      .where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, id), eq(integrations.leaseOwner, this.instanceId)));
+  }
+}
