@@ -1,15 +1,20 @@
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
-import { connectRoutes } from './connect.ts';
+import { callbackGetRoute, callbackPostRoute } from './callback.ts';
 import { integrationListRoutes } from './integrations.ts';
+import { providersRoute } from './providers.ts';
 import { proxyRoute } from './proxy.ts';
 import { refreshRoute } from './refresh.ts';
+import { startRoute } from './start.ts';
 import { statusRoute } from './status.ts';
 import { tokenRoute } from './token.ts';
 
 /** Every REST route of the integrations feature (CONTRACT.md §5): one file per endpoint or small group. */
 export function integrationRoutes(app: TypedFastify, services: Services): void {
-  connectRoutes(app, services);
+  providersRoute(app, services);
+  startRoute(app, services);
+  callbackPostRoute(app, services);
+  callbackGetRoute(app, services);
   integrationListRoutes(app, services);
   tokenRoute(app, services);
   statusRoute(app, services);

@@ -1,9 +1,11 @@
+import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
-import { callProvider, invalidPath, RESPONSE_HEADERS, proxySegments, toResponse } from '../proxy.ts';
+import { callProvider, invalidPath, type ProxyAnswer, RESPONSE_HEADERS, proxySegments, toResponse } from '../proxy.ts';
+import type { LoadedIntegration } from '../tokens/loaded.ts';
 import { restIsWrite } from '../providers/types.ts';
 import { failureAnswer, verdictFor } from '../tokens/policy.ts';
 import { actorOf, member, providerIdFrom } from './shared.ts';
@@ -42,7 +44,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       if (writes) requireRole(principal, principal.organizationId, 'admin');
 
       const actor = actorOf(request);
-      let loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, providerId), actor);
+      const loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, providerId), actor);
       const base = loaded.provider.context.endpoints.apiUrl;
       const target = new URL(`${base}/${segments.map(encodeURIComponent).join('/')}${query}`);
       const baseUrl = new URL(base);
@@ -50,23 +52,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       if (target.origin !== baseUrl.origin || !`${target.pathname}/`.startsWith(`${baseUrl.pathname.replace(/\/$/, '')}/`)) throw invalidPath();
 
       const body = request.method === 'GET' || request.method === 'HEAD' || request.body === undefined ? undefined : JSON.stringify(request.body);
-      let answer = await callProvider(services, loaded, target, request, body);
-      let failure = loaded.provider.definition.classify(toResponse(answer));
-      if (failure?.kind === 'revoked') {
-        // A 401 is re-read, then refreshed, then believed (decision 37).
-        const recovered = await services.lifecycle.recover(loaded, loaded.secrets.access_token ?? '', actor);
-        if (recovered) {
-          loaded = recovered;
-          answer = await callProvider(services, loaded, target, request, body);
-          failure = loaded.provider.definition.classify(toResponse(answer));
-        }
-      }
-      if (failure) {
-        const verdict = verdictFor(failure, 'call');
-        await services.lifecycle.apply(loaded, verdict.transition, actor);
-        if (verdict.answer !== 'passthrough') throw failureAnswer(failure, 'call');
-      }
-
+      const answer = await callUnderPolicy(services, loaded, target, request, body);
       reply.code(answer.status as 200);
       for (const name of RESPONSE_HEADERS) {
         const value = answer.headers.get(name);
@@ -78,4 +64,31 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       return answer.body;
     },
   });
+}
+
+/**
+ * One proxied call and what its answer means (policy.ts, stage `call`): a rejection is
+ * re-read, then refreshed, then retried once before it is believed (decision 37); a rate
+ * limit, an outage or a final rejection becomes our error; a 403 passes through after
+ * marking the integration suspicious.
+ */
+async function callUnderPolicy(services: Services, first: LoadedIntegration, target: URL, request: FastifyRequest, body: string | undefined): Promise<ProxyAnswer> {
+  const actor = actorOf(request);
+  let loaded = first;
+  let answer = await callProvider(services, loaded, target, request, body);
+  let failure = loaded.provider.definition.classify(toResponse(answer));
+  if (failure?.kind === 'revoked') {
+    const recovered = await services.lifecycle.recover(loaded, loaded.secrets.access_token ?? '', actor);
+    if (recovered) {
+      loaded = recovered;
+      answer = await callProvider(services, loaded, target, request, body);
+      failure = loaded.provider.definition.classify(toResponse(answer));
+    }
+  }
+  if (failure) {
+    const verdict = verdictFor(failure, 'call');
+    await services.lifecycle.apply(loaded, verdict.transition, actor);
+    if (verdict.answer !== 'passthrough') throw failureAnswer(failure, 'call');
+  }
+  return answer;
 }

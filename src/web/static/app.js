@@ -5,9 +5,7 @@
 // Invitations go through GraphQL (POST /query), with the same cookie and CSRF header.
 
 const STATUS_LABELS = { connected: 'Connected', warning: 'Warning', expired: 'Expired', invalid: 'Invalid' };
-const PROVIDER_ID = /^[a-z][a-z0-9]{1,31}$/;
 const ERROR_CODE = /^[A-Z][A-Z_]{1,49}$/;
-const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 const ROLE_NAMES = { owner: 'owner', admin: 'admin', member: 'member' };
 const INVITATION_FIELDS = 'id email role expiresAt organization { id name }';
 
@@ -146,9 +144,8 @@ async function graphql(query, variables = {}) {
 const roleName = (role) => ROLE_NAMES[role] ?? 'member';
 
 function providerName(id) {
-  const known = state.providers.find((p) => p.id === id);
-  if (known) return known.displayName;
-  return PROVIDER_ID.test(id) ? id.charAt(0).toUpperCase() + id.slice(1) : 'the provider';
+  // Only configured providers have names here: an id from the address bar is never shown as one.
+  return state.providers.find((p) => p.id === id)?.displayName ?? 'the provider';
 }
 
 function seconds(value, fallback) {
@@ -744,15 +741,10 @@ function takeOutcome() {
   if (status !== 'connected' && status !== 'error') return null;
   const provider = params.get('provider') ?? '';
   const error = params.get('error') ?? '';
-  const integration = params.get('integration') ?? '';
   history.replaceState(null, '', location.pathname);
-  // These values come from the address bar: anyone can craft them, so only well-formed ones are used (as text).
-  return {
-    status,
-    provider: PROVIDER_ID.test(provider) ? provider : '',
-    error: ERROR_CODE.test(error) ? error : '',
-    integration: ULID.test(integration) ? integration : '',
-  };
+  // These values come from the address bar: anyone can craft them. The provider is only looked up among the
+  // configured ones, and only an error code's shape is shown (as text).
+  return { status, provider, error: ERROR_CODE.test(error) ? error : '' };
 }
 
 async function start() {

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
-import { CallbackFailure, callbackRedirect, completeConnect, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, startConnect } from '../connect.ts';
+import { CallbackFailure, callbackRedirect, completeConnect } from '../connect/callback.ts';
 
 const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
 const CallbackResponse = Type.Object({
@@ -11,60 +11,8 @@ const CallbackResponse = Type.Object({
   integration: Type.Object({ id: Type.String(), name: Type.String(), provider: Type.String() }),
 });
 
-/** The OAuth connect flow (CONTRACT.md §5): start, the two callbacks, and the provider list. */
-export function connectRoutes(app: TypedFastify, services: Services): void {
-  app.get(
-    '/v1/providers',
-    {
-      config: { auth: 'authenticated' },
-      schema: {
-        summary: 'Configured providers (nothing secret)',
-        tags: ['integrations'],
-        response: {
-          200: Type.Object({
-            success: Type.Literal(true),
-            providers: Type.Array(Type.Object({ id: Type.String(), displayName: Type.String(), defaultScopes: Type.Array(Type.String()) })),
-          }),
-        },
-      },
-    },
-    async () => ({
-      success: true as const,
-      providers: services.providers.list().map((provider) => ({ id: provider.id, displayName: provider.displayName, defaultScopes: provider.scopes })),
-    }),
-  );
-
-  app.post(
-    '/v1/integrations/oauth/start',
-    {
-      config: { auth: 'authenticated', errors: ['PROVIDER_NOT_CONFIGURED', 'INVALID_REDIRECT_URI'] },
-      schema: {
-        summary: 'Start connecting a provider: returns the provider authorization URL',
-        tags: ['integrations'],
-        body: Type.Object(
-          {
-            provider: ProviderId,
-            scopes: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 })),
-            redirectUri: Type.String({ minLength: 1, maxLength: 2048 }),
-          },
-          { additionalProperties: false },
-        ),
-        response: { 200: Type.Object({ success: Type.Literal(true), authUrl: Type.String(), state: Type.String() }) },
-      },
-    },
-    async (request, reply) => {
-      const result = await startConnect(services, services.db, request.ctx.principal, request.body, request.cookies[OAUTH_TX_COOKIE]);
-      reply.setCookie(OAUTH_TX_COOKIE, result.txValue, {
-        path: OAUTH_COOKIE_PATH,
-        httpOnly: true,
-        sameSite: 'lax',
-        secure: services.config.isProduction,
-        maxAge: services.config.oauth.stateExpiry,
-      });
-      return { success: true as const, authUrl: result.authUrl, state: result.state };
-    },
-  );
-
+/** `POST /v1/integrations/oauth/callback`: completes a flow with the code a client relays (CONTRACT.md §5). */
+export function callbackPostRoute(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/integrations/oauth/callback',
     {
@@ -94,7 +42,10 @@ export function connectRoutes(app: TypedFastify, services: Services): void {
       }
     },
   );
+}
 
+/** `GET /v1/integrations/oauth/callback`: the provider's browser redirect; completes the flow and redirects to the start's redirectUri. */
+export function callbackGetRoute(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/integrations/oauth/callback',
     {

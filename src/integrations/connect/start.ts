@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto';
+import { calculatePKCECodeChallenge, generateRandomCodeVerifier } from 'oauth4webapi';
+import { isLoopbackHost } from '../../config/load.ts';
+import { type Db, sql } from '../../db/client.ts';
+import type { Principal } from '../../http/context.ts';
+import { AppError } from '../../http/errors.ts';
+import { requireRole, requireUser } from '../../identity/authorize.ts';
+import { seal } from '../../secrets/crypto.ts';
+import type { Services } from '../../services.ts';
+import type { ConfiguredProvider } from '../providers/registry.ts';
+import { sha256 } from '../state.ts';
+
+export const OAUTH_TX_COOKIE = 'oauth_tx';
+export const OAUTH_COOKIE_PATH = '/v1/integrations/oauth';
+
+/** The configured provider, or 400 PROVIDER_NOT_CONFIGURED (unknown id, or no client id/secret). */
+export function configuredProvider(services: Services, id: string): ConfiguredProvider {
+  const provider = services.providers.get(id);
+  if (!provider) throw new AppError('PROVIDER_NOT_CONFIGURED');
+  return provider;
+}
+
+/**
+ * A redirect URI the flow may send the browser back to: HTTPS (loopback http in
+ * development), an allowed origin, no userinfo, no fragment; parsed by the WHATWG parser.
+ */
+export function checkRedirectUri(services: Services, value: string): string {
+  const refuse = (message: string) => new AppError('INVALID_REDIRECT_URI', { message, details: [{ path: 'body.redirectUri', message }] });
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw refuse('redirectUri must be an absolute URL');
+  }
+  const loopbackHttp = url.protocol === 'http:' && isLoopbackHost(url.hostname) && !services.config.isProduction;
+  if (url.protocol !== 'https:' && !loopbackHttp) throw refuse('redirectUri must use https');
+  if (url.username || url.password) throw refuse('redirectUri must not carry userinfo');
+  if (url.hash || value.includes('#')) throw refuse('redirectUri must not carry a fragment');
+  if (!services.config.oauth.redirectOrigins.includes(url.origin)) throw refuse('redirectUri origin is not allowed');
+  return url.href;
+}
+
+export interface StartInput {
+  provider: string;
+  scopes?: string[];
+  redirectUri: string;
+}
+
+export interface StartResult {
+  authUrl: string;
+  state: string;
+  /** The `oauth_tx` value to set as a cookie (reused when the browser already has one). */
+  txValue: string;
+}
+
+/** Starts a connect flow: owner/admin users only; the state is stored server-side with `db`. */
+export async function startConnect(services: Services, db: Db, principal: Principal | null, input: StartInput, existingTx?: string): Promise<StartResult> {
+  const user = requireUser(principal);
+  requireRole(user, user.organizationId, 'admin');
+  const provider = configuredProvider(services, input.provider);
+  const redirectUri = checkRedirectUri(services, input.redirectUri);
+  const scopes = input.scopes ? [...new Set(input.scopes)] : provider.scopes;
+  const outside = scopes.filter((scope) => !provider.scopes.includes(scope));
+  if (outside.length > 0) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'body.scopes', message: `not among the provider's configured scopes: ${outside.join(', ')}` }] });
+  }
+
+  const { state, payload } = services.stateCodec.create(user.organizationId, provider.id);
+  const nonceHash = sha256(payload.nonce);
+  const verifier = provider.definition.pkce ? generateRandomCodeVerifier() : null;
+  const sealedVerifier = verifier ? seal(services.config.keyring, { organizationId: user.organizationId, recordId: nonceHash, name: 'code_verifier' }, verifier) : null;
+  // Parallel flows in one browser share the cookie, so starting a second does not break the first.
+  const txValue = existingTx && /^[A-Za-z0-9_-]{43}$/.test(existingTx) ? existingTx : randomBytes(32).toString('base64url');
+
+  // One statement, no transaction: purge the organization's expired states and store this one.
+  await db.execute(sql`
+    WITH purge AS (DELETE FROM oauth_states WHERE organization_id = ${user.organizationId} AND expires_at < now())
+    INSERT INTO oauth_states (organization_id, nonce_hash, user_id, provider, redirect_uri, scopes, code_verifier, code_verifier_key_id, tx_hash, expires_at)
+    VALUES (${user.organizationId}, ${nonceHash}, ${user.userId}, ${provider.id}, ${redirectUri}, ${sql.param(scopes)}::text[],
+            ${sealedVerifier?.envelope ?? null}, ${sealedVerifier?.keyId ?? null}, ${sha256(txValue)},
+            now() + ${`${services.config.oauth.stateExpiry} seconds`}::interval)`);
+
+  const url = new URL(provider.context.endpoints.authUrl);
+  url.searchParams.set('client_id', provider.clientId);
+  url.searchParams.set('redirect_uri', provider.redirectUri);
+  url.searchParams.set(provider.definition.scopeParam, scopes.join(provider.definition.scopeSeparator));
+  url.searchParams.set('state', state);
+  if (verifier) {
+    url.searchParams.set('code_challenge', await calculatePKCECodeChallenge(verifier));
+    url.searchParams.set('code_challenge_method', 'S256');
+  }
+  return { authUrl: url.href, state, txValue };
+}
+
