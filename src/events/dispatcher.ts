@@ -55,38 +55,110 @@ type Outcome = { delivered: true } | { delivered: false; error: string };
 
 /** Delivers outbox events to the configured webhooks, at least once, signed per Standard Webhooks. */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  const { db, logger, pollIntervalMs } = options;
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  const backoff = options.backoff ?? { baseMs: 1_000, maxMs: 600_000 };
-  const leaseMs = options.leaseMs ?? Math.max(60_000, 3 * timeoutMs);
-  const batchSize = options.batchSize ?? 20;
-  const doFetch = options.fetch ?? fetch;
-  const clock = options.clock ?? Date.now;
+  return new WebhookDispatcher(options);
+}
 
-  const webhooks = new Map<string, Webhook>();
-  for (const hook of options.webhooks) {
-    const id = webhookId(hook.url);
-    if (!webhooks.has(id)) webhooks.set(id, { url: hook.url, key: signingKey(hook.secret) });
-  }
-  // Deliveries of webhooks no longer configured stay in the table untouched: claiming them would spin.
-  const ids = webhookIds(options.webhooks);
-  const idList = sql.join(
-    ids.map((id) => sql`${id}`),
-    sql`, `,
-  );
-
-  let started = false;
+class WebhookDispatcher implements Dispatcher {
+  private readonly db: Db;
+  private readonly logger: DispatcherOptions['logger'];
+  private readonly options: DispatcherOptions;
+  private readonly timeoutMs: number;
+  private readonly backoff: { baseMs: number; maxMs: number };
+  private readonly leaseMs: number;
+  private readonly batchSize: number;
+  private readonly webhooks = new Map<string, Webhook>();
+  /** Configured webhook ids. Deliveries of webhooks no longer configured stay in the table untouched: claiming them would spin. */
+  private readonly ids: string[];
   /** Webhooks whose last delivery from this dispatcher failed. */
-  const failing = new Set<string>();
-  let pollTimer: NodeJS.Timeout | undefined;
-  let wakeTimer: NodeJS.Immediate | undefined;
-  let loop: Promise<void> | null = null;
-  let again = false;
+  private readonly failing = new Set<string>();
+  private started = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private wakeTimer: NodeJS.Immediate | undefined;
+  private loop: Promise<void> | null = null;
+  private again = false;
 
-  async function claim(): Promise<Claimed[]> {
+  constructor(options: DispatcherOptions) {
+    this.options = options;
+    this.db = options.db;
+    this.logger = options.logger;
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.backoff = options.backoff ?? { baseMs: 1_000, maxMs: 600_000 };
+    this.leaseMs = options.leaseMs ?? Math.max(60_000, 3 * this.timeoutMs);
+    this.batchSize = options.batchSize ?? 20;
+    for (const hook of options.webhooks) {
+      const id = webhookId(hook.url);
+      if (!this.webhooks.has(id)) this.webhooks.set(id, { url: hook.url, key: signingKey(hook.secret) });
+    }
+    this.ids = webhookIds(options.webhooks);
+  }
+
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.pollTimer = setInterval(() => this.wake(), this.options.pollIntervalMs);
+    this.pollTimer.unref();
+    this.wake();
+  }
+
+  async stop(): Promise<void> {
+    this.started = false;
+    clearInterval(this.pollTimer);
+    clearImmediate(this.wakeTimer);
+    this.wakeTimer = undefined;
+    await this.loop;
+  }
+
+  wake(): void {
+    if (!this.started) return;
+    this.again = true;
+    if (this.loop || this.wakeTimer) return;
+    // Deferred so that a burst of wakes (one commit, several events) makes one round.
+    this.wakeTimer = setImmediate(() => {
+      this.wakeTimer = undefined;
+      this.loop = this.drain().finally(() => {
+        this.loop = null;
+        if (this.again && this.started) this.wake();
+      });
+    });
+  }
+
+  async runOnce(): Promise<number> {
+    if (this.ids.length === 0) return 0;
+    const rows = await this.claim();
+    await Promise.all(
+      rows.map(async (row) => {
+        try {
+          const hook = this.webhooks.get(row.webhook_id) as Webhook;
+          await this.record(row, await deliver(row, hook, { timeoutMs: this.timeoutMs, fetch: this.options.fetch ?? fetch, clock: this.options.clock ?? Date.now }));
+        } catch (error) {
+          // The claim lapses after the lease and the delivery is tried again.
+          this.logger.error({ eventId: row.event_id, webhookId: row.webhook_id, err: error }, 'recording a webhook delivery failed');
+        }
+      }),
+    );
+    return rows.length;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.again && this.started) {
+      this.again = false;
+      try {
+        // A full batch means more is probably due: go on without waiting for the timer.
+        if ((await this.runOnce()) >= this.batchSize) this.again = true;
+      } catch (error) {
+        this.logger.error({ err: error }, 'event dispatch round failed');
+      }
+    }
+  }
+
+  private claim(): Promise<Claimed[]> {
+    const idList = sql.join(
+      this.ids.map((id) => sql`${id}`),
+      sql`, `,
+    );
     // One statement is its own short transaction; SKIP LOCKED and the lease keep other dispatchers off these rows.
     return queryRows<Claimed>(
-      db,
+      this.db,
       sql`
         WITH due AS MATERIALIZED (
           SELECT organization_id, event_id, webhook_id FROM event_deliveries
@@ -94,11 +166,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
             AND (locked_until IS NULL OR locked_until < now())
             AND webhook_id IN (${idList})
           ORDER BY next_attempt_at
-          LIMIT ${batchSize}
+          LIMIT ${this.batchSize}
           FOR UPDATE SKIP LOCKED
         ), claimed AS (
           UPDATE event_deliveries AS d
-          SET locked_until = now() + ${leaseMs}::int * interval '1 millisecond', attempts = d.attempts + 1
+          SET locked_until = now() + ${this.leaseMs}::int * interval '1 millisecond', attempts = d.attempts + 1
           FROM due
           WHERE d.organization_id = due.organization_id AND d.event_id = due.event_id AND d.webhook_id = due.webhook_id
           RETURNING d.organization_id, d.event_id, d.webhook_id, d.attempts
@@ -111,122 +183,56 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     );
   }
 
-  async function deliver(row: Claimed, hook: Webhook): Promise<Outcome> {
-    const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data });
-    const timestamp = Math.floor(clock() / 1000).toString();
-    const signature = createHmac('sha256', hook.key).update(`${row.event_id}.${timestamp}.${body}`).digest('base64');
-    try {
-      const response = await doFetch(hook.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'webhook-id': row.event_id,
-          'webhook-timestamp': timestamp,
-          'webhook-signature': `v1,${signature}`,
-        },
-        body,
-        // A redirect could send a signed event elsewhere; a 3xx is a failure, like any non-2xx.
-        redirect: 'manual',
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      // The body is never read (it may echo anything); cancelling frees the connection.
-      await response.body?.cancel().catch(() => {});
-      if (response.status >= 200 && response.status < 300) return { delivered: true };
-      return { delivered: false, error: `HTTP ${response.status || 'redirect'}` };
-    } catch (error) {
-      return { delivered: false, error: describeFetchError(error) };
-    }
-  }
-
-  async function record(row: Claimed, outcome: Outcome): Promise<void> {
+  private async record(row: Claimed, outcome: Outcome): Promise<void> {
     const key = sql`organization_id = ${row.organization_id} AND event_id = ${row.event_id} AND webhook_id = ${row.webhook_id}`;
     if (outcome.delivered) {
-      await db.execute(sql`UPDATE event_deliveries SET delivered_at = coalesce(delivered_at, now()), locked_until = NULL WHERE ${key}`);
-      options.onDelivered?.(Date.now() - Date.parse(row.occurred_at), row.webhook_id);
-      if (failing.delete(row.webhook_id)) {
+      await this.db.execute(sql`UPDATE event_deliveries SET delivered_at = coalesce(delivered_at, now()), locked_until = NULL WHERE ${key}`);
+      this.options.onDelivered?.(Date.now() - Date.parse(row.occurred_at), row.webhook_id);
+      if (this.failing.delete(row.webhook_id)) {
         // The receiver is back: its backlog is due now, not at the backed-off times (up to EVENTS_RETRY_MAX away).
-        await db.execute(sql`
+        await this.db.execute(sql`
           UPDATE event_deliveries SET next_attempt_at = now()
           WHERE webhook_id = ${row.webhook_id} AND delivered_at IS NULL AND next_attempt_at > now()`);
-        wake();
+        this.wake();
       }
       return;
     }
-    failing.add(row.webhook_id);
-    const delayMs = Math.round(Math.random() * Math.min(backoff.maxMs, backoff.baseMs * 2 ** Math.min(row.attempts - 1, 40)));
+    this.failing.add(row.webhook_id);
+    const delayMs = Math.round(Math.random() * Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** Math.min(row.attempts - 1, 40)));
     // Only while the claim is still ours (attempts unchanged): a dispatcher that took over after the lease decides.
-    await db.execute(sql`
+    await this.db.execute(sql`
       UPDATE event_deliveries
       SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', last_error = ${outcome.error.slice(0, 200)}, locked_until = NULL
       WHERE ${key} AND delivered_at IS NULL AND attempts = ${row.attempts}
     `);
-    logger.warn(
+    this.logger.warn(
       { eventId: row.event_id, webhookId: row.webhook_id, attempt: row.attempts, error: outcome.error, retryInMs: delayMs },
       'webhook delivery failed',
     );
   }
+}
 
-  async function runOnce(): Promise<number> {
-    if (ids.length === 0) return 0;
-    const rows = await claim();
-    await Promise.all(
-      rows.map(async (row) => {
-        try {
-          const hook = webhooks.get(row.webhook_id) as Webhook;
-          await record(row, await deliver(row, hook));
-        } catch (error) {
-          // The claim lapses after the lease and the delivery is tried again.
-          logger.error({ eventId: row.event_id, webhookId: row.webhook_id, err: error }, 'recording a webhook delivery failed');
-        }
-      }),
-    );
-    return rows.length;
-  }
-
-  async function drain(): Promise<void> {
-    while (again && started) {
-      again = false;
-      try {
-        // A full batch means more is probably due: go on without waiting for the timer.
-        if ((await runOnce()) >= batchSize) again = true;
-      } catch (error) {
-        logger.error({ err: error }, 'event dispatch round failed');
-      }
-    }
-  }
-
-  function wake(): void {
-    if (!started) return;
-    again = true;
-    if (loop || wakeTimer) return;
-    // Deferred so that a burst of wakes (one commit, several events) makes one round.
-    wakeTimer = setImmediate(() => {
-      wakeTimer = undefined;
-      loop = drain().finally(() => {
-        loop = null;
-        if (again && started) wake();
-      });
+/** One signed POST of an event to a webhook (Standard Webhooks): 2xx is delivered, anything else (a redirect included) is not. */
+async function deliver(row: Claimed, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }): Promise<Outcome> {
+  const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data });
+  const timestamp = Math.floor(options.clock() / 1000).toString();
+  const signature = createHmac('sha256', hook.key).update(`${row.event_id}.${timestamp}.${body}`).digest('base64');
+  try {
+    const response = await options.fetch(hook.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'webhook-id': row.event_id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` },
+      body,
+      // A redirect could send a signed event elsewhere; a 3xx is a failure, like any non-2xx.
+      redirect: 'manual',
+      signal: AbortSignal.timeout(options.timeoutMs),
     });
+    // The body is never read (it may echo anything); cancelling frees the connection.
+    await response.body?.cancel().catch(() => {});
+    if (response.status >= 200 && response.status < 300) return { delivered: true };
+    return { delivered: false, error: `HTTP ${response.status || 'redirect'}` };
+  } catch (error) {
+    return { delivered: false, error: describeFetchError(error) };
   }
-
-  return {
-    start() {
-      if (started) return;
-      started = true;
-      pollTimer = setInterval(wake, pollIntervalMs);
-      pollTimer.unref();
-      wake();
-    },
-    async stop() {
-      started = false;
-      clearInterval(pollTimer);
-      clearImmediate(wakeTimer);
-      wakeTimer = undefined;
-      await loop;
-    },
-    wake,
-    runOnce,
-  };
 }
 
 /** The HMAC key: the base64 after `whsec_`, per Standard Webhooks. */
