@@ -99,10 +99,20 @@ describe('text a provider sends', () => {
       [{ status: 200, body: JSON.stringify({ error: `bad code ${gh.clientSecret}` }) }, 400, 'unrecognized'],
       [{ status: 200, body: JSON.stringify({ error: 'a'.repeat(65) }) }, 400, 'unrecognized'],
       [{ status: 200, body: JSON.stringify({ error: 'bad_verification_code' }) }, 400, 'bad_verification_code'],
-      // Garbage: no error code to read at all.
-      [{ status: 400, body: JSON.stringify({ error: { nested: gh.clientSecret } }) }, 502, undefined],
+      // A refusal (HTTP 400) whose error is no code at all.
+      [{ status: 400, body: JSON.stringify({ error: { nested: gh.clientSecret } }) }, 400, 'unrecognized'],
+      // Garbage: no JSON at all.
+      [{ status: 200, body: `<html>${gh.clientSecret}</html>` }, 502, undefined],
       [{ status: 500, body: huge(gh.clientSecret) }, 502, undefined],
     ];
+    try {
+      await checkAll(cases);
+    } finally {
+      hostile.answer = null;
+    }
+  });
+
+  async function checkAll(cases: [{ status: number; body: string }, number, string | undefined][]): Promise<void> {
     for (const [answer, status, providerCode] of cases) {
       hostile.answer = answer;
       const started = await startFlow(t.fastify, owner.token, 'github');
@@ -119,8 +129,7 @@ describe('text a provider sends', () => {
       const logged = lines.map((line) => JSON.parse(line)).find((entry) => entry.msg === 'code exchange failed');
       expect(logged?.providerCode, answer.body.slice(0, 80)).toBe(providerCode);
     }
-    hostile.answer = null;
-  });
+  }
 });
 
 describe('which proxy calls write', () => {

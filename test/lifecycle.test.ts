@@ -68,6 +68,8 @@ describe('token reads', () => {
       success: true,
       provider: 'github',
       token: { accessToken: token?.accessToken, tokenType: 'Bearer', expiresAt: expect.any(String), scopes: ['read:user', 'user:email', 'repo'] },
+      // Provider-defined metadata (CONTRACT.md §5): GitHub keeps none.
+      metadata: {},
     });
     const audit = await listAudit(t.database.db, c.account.organizationId, { first: 5 });
     expect(audit[0]).toMatchObject({

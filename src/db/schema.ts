@@ -224,6 +224,8 @@ export const integrations = pgTable(
     /** Cross-process refresh lease: which instance may call the provider, until when. */
     leaseOwner: text('lease_owner'),
     leaseUntil: time('lease_until'),
+    /** Non-secret, provider-defined values a client needs to use the token (`instanceUrl`, `sites`…; docs/providers.md). */
+    metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

@@ -182,6 +182,7 @@ const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implem
     status: t.string({ resolve: (i) => statusObject(i.row, i.displayName).status }),
     statusDetail: t.field({ type: StatusRef, resolve: (i) => statusObject(i.row, i.displayName) }),
     scopes: t.stringList({ resolve: (i) => i.row.scopes }),
+    metadata: t.string({ description: 'JSON: provider-defined, non-secret values a client needs (instanceUrl, sites…; docs/providers.md)', resolve: (i) => JSON.stringify(i.row.metadata ?? {}) }),
     createdAt: t.string({ resolve: (i) => i.row.createdAt.toISOString() }),
     updatedAt: t.string({ resolve: (i) => i.row.updatedAt.toISOString() }),
   }),

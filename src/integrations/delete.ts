@@ -42,10 +42,11 @@ export async function deleteIntegration(services: Services, work: DeleteWork, id
   });
   const provider = services.providers.get(row.provider);
   const accessToken = secrets.access_token;
-  if (provider && accessToken) {
+  const revoke = provider?.definition.revoke;
+  if (provider && revoke && accessToken) {
     work.afterCommit(async () => {
       try {
-        await provider.definition.revoke(provider.context, { accessToken, ...(secrets.refresh_token ? { refreshToken: secrets.refresh_token } : {}) });
+        await revoke(provider.contextFor(row.metadata), { accessToken, ...(secrets.refresh_token ? { refreshToken: secrets.refresh_token } : {}) });
         services.logger.info({ integrationId: id, provider: row.provider }, 'grant revoked at the provider');
       } catch (error) {
         services.logger.warn({ integrationId: id, provider: row.provider, kind: (error as { kind?: string }).kind }, 'could not revoke the grant at the provider');

@@ -22,7 +22,7 @@ export async function listIntegrations(db: Db, organizationId: string): Promise<
   return db.select().from(integrations).where(eq(integrations.organizationId, organizationId)).orderBy(asc(integrations.createdAt), asc(integrations.id));
 }
 
-export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'createdAt' | 'updatedAt'>;
+export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'createdAt' | 'updatedAt'>;
 
 /** The listing's columns only (the list of 100 integrations is a hot path). */
 export async function listIntegrationSummaries(db: Db, organizationId: string): Promise<IntegrationSummary[]> {
@@ -34,6 +34,7 @@ export async function listIntegrationSummaries(db: Db, organizationId: string): 
       description: integrations.description,
       status: integrations.status,
       tokenExpiresAt: integrations.tokenExpiresAt,
+      metadata: integrations.metadata,
       createdAt: integrations.createdAt,
       updatedAt: integrations.updatedAt,
     })
@@ -53,6 +54,7 @@ export interface ConnectedIntegration {
   refreshTokenExpiresAt: Date | null;
   hasRefreshToken: boolean;
   nextValidationAt: Date;
+  metadata: Record<string, unknown>;
 }
 
 /**
@@ -82,6 +84,7 @@ export async function upsertConnectedIntegration(
     nextValidationAt: input.nextValidationAt,
     leaseOwner: null,
     leaseUntil: null,
+    metadata: input.metadata,
     updatedAt: now,
   };
   const [after] = await tx

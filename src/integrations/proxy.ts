@@ -69,7 +69,9 @@ export function toResponse(answer: ProxyAnswer) {
 
 /** One call to the provider: allowlisted headers, the stored token, a timeout, no redirects, a size cap. */
 export async function callProvider(services: Services, current: LoadedIntegration, target: URL, request: FastifyRequest, body: string | undefined): Promise<ProxyAnswer> {
-  const headers: Record<string, string> = { 'user-agent': 'Tessera', authorization: current.provider.definition.authorization(current.secrets.access_token ?? '') };
+  const { definition } = current.provider;
+  // The provider's own required headers (Notion-Version), unless the client sent its own value.
+  const headers: Record<string, string> = { 'user-agent': 'Tessera', ...definition.apiHeaders, authorization: definition.authorization(current.secrets.access_token ?? '') };
   for (const name of REQUEST_HEADERS) {
     const value = request.headers[name];
     if (typeof value === 'string') headers[name] = value;

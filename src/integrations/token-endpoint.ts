@@ -1,3 +1,4 @@
+import { basicCredentials } from './providers/engine.ts';
 import type { ConfiguredProvider } from './providers/registry.ts';
 import type { TokenSet } from './providers/types.ts';
 
@@ -7,20 +8,20 @@ import type { TokenSet } from './providers/types.ts';
  * The client secret travels only here, server to server.
  */
 export async function tokenRequest(provider: ConfiguredProvider, params: Record<string, string>): Promise<TokenSet> {
-  const body = new URLSearchParams(params);
-  const headers: Record<string, string> = {
-    'content-type': 'application/x-www-form-urlencoded',
-    accept: 'application/json',
-    ...provider.definition.tokenRequestHeaders,
-  };
-  if (provider.definition.clientAuth === 'client_secret_basic') {
-    headers.authorization = `Basic ${Buffer.from(`${encodeURIComponent(provider.clientId)}:${encodeURIComponent(provider.clientSecret)}`).toString('base64')}`;
+  const { definition } = provider;
+  const fields: Record<string, string> = { ...params };
+  const headers: Record<string, string> = { accept: 'application/json', ...definition.tokenHeaders };
+  if (definition.clientAuth === 'client_secret_basic') {
+    headers.authorization = `Basic ${basicCredentials(provider.clientId, provider.clientSecret)}`;
   } else {
-    body.set('client_id', provider.clientId);
-    body.set('client_secret', provider.clientSecret);
+    fields.client_id = provider.clientId;
+    fields.client_secret = provider.clientSecret;
   }
-  const response = await provider.context.request(provider.context.endpoints.tokenUrl, { method: 'POST', headers, body: body.toString() });
-  return provider.definition.parseTokenResponse(response);
+  const json = definition.tokenFormat === 'json';
+  headers['content-type'] = json ? 'application/json' : 'application/x-www-form-urlencoded';
+  const body = json ? JSON.stringify(fields) : new URLSearchParams(fields).toString();
+  const response = await provider.context.request(provider.context.endpoints.tokenUrl, { method: 'POST', headers, body });
+  return definition.parseTokenResponse(response);
 }
 
 /** When a token set's access token expires: `expires_in`, else a JWT's `exp`, else unknown (null). */

@@ -7,7 +7,7 @@ import { membershipOf } from '../../organizations/organizations.ts';
 import { open } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
-import type { ProviderAccount, TokenSet } from '../providers/types.ts';
+import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
 import { consumeState, findState, type StateRow, sha256 } from '../state.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { failureAnswer } from '../tokens/policy.ts';
@@ -59,7 +59,7 @@ export async function completeConnect(services: Services, request: FastifyReques
   const provider = services.providers.get(state.provider);
   if (!provider) throw fail(new AppError('PROVIDER_NOT_CONFIGURED'));
 
-  let connected: { tokens: TokenSet; account: ProviderAccount };
+  let connected: { tokens: TokenSet; account: ProviderAccount; metadata: Metadata };
   try {
     connected = await exchange(services, request, provider, state, input.code);
   } catch (error) {
@@ -94,8 +94,19 @@ async function claimState(services: Services, request: FastifyRequest, input: Ca
   return { state, principal };
 }
 
-/** Exchanges the code (with the PKCE verifier kept for this state) and validates the new token; failures as policy.ts says. */
-async function exchange(services: Services, request: FastifyRequest, provider: ConfiguredProvider, state: StateRow, code: string): Promise<{ tokens: TokenSet; account: ProviderAccount }> {
+/**
+ * Exchanges the code (with the PKCE verifier kept for this state), validates the new token,
+ * and gathers the integration's metadata — from the token answer, the account answer and
+ * the provider's discovery call (Atlassian's sites), later ones winning. Failures as
+ * policy.ts says.
+ */
+async function exchange(
+  services: Services,
+  request: FastifyRequest,
+  provider: ConfiguredProvider,
+  state: StateRow,
+  code: string,
+): Promise<{ tokens: TokenSet; account: ProviderAccount; metadata: Metadata }> {
   const params: Record<string, string> = { grant_type: 'authorization_code', code, redirect_uri: provider.redirectUri };
   if (state.codeVerifier && state.codeVerifierKeyId) {
     params.code_verifier = open(services.config.keyring, { organizationId: state.organizationId, recordId: state.nonceHash, name: 'code_verifier' }, {
@@ -111,7 +122,10 @@ async function exchange(services: Services, request: FastifyRequest, provider: C
     throw failureAnswer(error, 'exchange');
   }
   try {
-    return { tokens, account: await provider.definition.validate(provider.context, tokens.accessToken) };
+    const context = provider.contextFor(tokens.metadata ?? {});
+    const account = await provider.definition.validate(context, tokens.accessToken);
+    const discovered = (await provider.definition.discover?.(context, tokens.accessToken)) ?? {};
+    return { tokens, account, metadata: { ...tokens.metadata, ...account.metadata, ...discovered } };
   } catch (error) {
     request.log.warn({ provider: provider.id, stage: 'validate', kind: (error as { kind?: string }).kind }, 'new token failed validation');
     throw failureAnswer(error, 'connect');

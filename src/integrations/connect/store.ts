@@ -3,7 +3,7 @@ import type { Db } from '../../db/client.ts';
 import type { Services } from '../../services.ts';
 import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
-import type { ProviderAccount, TokenSet } from '../providers/types.ts';
+import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
 import { replaceSecrets } from '../secrets.ts';
 import { accessTokenExpiry, refreshTokenExpiry } from '../token-endpoint.ts';
 
@@ -12,12 +12,13 @@ export interface ConnectedResult {
   displayName: string;
 }
 
-/** What a finished exchange brings: the organization, the provider, its tokens and the account they act as. */
+/** What a finished exchange brings: the organization, the provider, its tokens, the account they act as, and the metadata found. */
 export interface Connection {
   organizationId: string;
   provider: ConfiguredProvider;
   tokens: TokenSet;
   account: ProviderAccount;
+  metadata: Metadata;
 }
 
 /**
@@ -44,6 +45,7 @@ export async function storeConnection(
     refreshTokenExpiresAt: refreshTokenExpiry(tokens, now),
     hasRefreshToken: tokens.refreshToken !== undefined,
     nextValidationAt: new Date(now + services.config.oauth.validationInterval * 1000),
+    metadata: connection.metadata,
   });
   await replaceSecrets(work.tx, services.config.keyring, { organizationId, integrationId: after.id, provider: provider.id }, {
     access_token: tokens.accessToken,

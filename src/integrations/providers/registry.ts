@@ -1,7 +1,9 @@
-import { type Config, ConfigError } from '../../config/load.ts';
+import { type Config, ConfigError, isLoopbackHost } from '../../config/load.ts';
 import { github } from './github.ts';
 import { slack } from './slack.ts';
-import { ProviderError, type ProviderContext, type ProviderDefinition, type ProviderResponse } from './types.ts';
+import type { ProviderSettings } from '../../config/schema.ts';
+import { fillTemplate, placeholders } from './json.ts';
+import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError, type ProviderResponse } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
 export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack];
@@ -20,7 +22,10 @@ export interface ConfiguredProvider {
   redirectUri: string;
   /** Scopes requested when a start names none; also the allowed set. */
   scopes: string[];
+  /** The context before an integration exists (authorize URL, code exchange): endpoints that need no metadata. */
   context: ProviderContext;
+  /** The context of one integration: endpoints filled from its metadata (Salesforce's instance, Zoom's API host). */
+  contextFor(metadata: Metadata): ProviderContext;
 }
 
 export interface ProviderRegistry {
@@ -52,41 +57,99 @@ export function buildProviderRegistry(
   for (const definition of definitions) {
     const settings = config.providers[definition.id];
     if (!settings?.clientId || !settings.clientSecret) continue;
-    const endpoints = {
-      authUrl: settings.authUrl ?? definition.endpoints.authUrl,
-      tokenUrl: settings.tokenUrl ?? definition.endpoints.tokenUrl,
-      apiUrl: (settings.apiUrl ?? definition.endpoints.apiUrl).replace(/\/+$/, ''),
-    };
-    const clientEndpoint = (settings.clientEndpoint ?? config.server.publicUrl).replace(/\/+$/, '');
-    configured.set(definition.id, {
-      id: definition.id,
-      displayName: definition.displayName,
-      definition,
-      clientId: settings.clientId,
-      clientSecret: settings.clientSecret,
-      redirectUri: `${clientEndpoint}/v1/integrations/oauth/callback`,
-      scopes: settings.scopes?.length ? settings.scopes : definition.defaultScopes,
-      context: {
-        endpoints,
-        clientId: settings.clientId,
-        clientSecret: settings.clientSecret,
-        request: async (url, init) => {
-          const started = performance.now();
-          try {
-            const response = await providerRequest(url, init, config.oauth.providerTimeout * 1000);
-            observe?.(definition.id, String(response.status), (performance.now() - started) / 1000);
-            return response;
-          } catch (error) {
-            observe?.(definition.id, 'transient', (performance.now() - started) / 1000);
-            throw error;
-          }
-        },
-      },
-    });
+    configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe));
   }
   return {
     get: (id) => configured.get(id),
     list: () => [...configured.values()],
+  };
+}
+
+function configure(
+  config: Config,
+  definition: ProviderDefinition,
+  settings: ProviderSettings & { clientId: string; clientSecret: string },
+  observe?: (provider: string, outcome: string, seconds: number) => void,
+): ConfiguredProvider {
+  const overrides = settings as ProviderSettings & { userInfoUrl?: string; revokeUrl?: string; tenant?: string };
+  const templates = {
+    authUrl: overrides.authUrl ?? definition.endpoints.authUrl,
+    tokenUrl: overrides.tokenUrl ?? definition.endpoints.tokenUrl,
+    apiUrl: (overrides.apiUrl ?? definition.endpoints.apiUrl).replace(/\/+$/, ''),
+    ...(overrides.userInfoUrl ?? definition.endpoints.userInfoUrl ? { userInfoUrl: overrides.userInfoUrl ?? definition.endpoints.userInfoUrl } : {}),
+    ...(overrides.revokeUrl ?? definition.endpoints.revokeUrl ? { revokeUrl: overrides.revokeUrl ?? definition.endpoints.revokeUrl } : {}),
+  };
+  const request = async (url: string, init: RequestInit) => {
+    const started = performance.now();
+    try {
+      const response = await providerRequest(url, init, config.oauth.providerTimeout * 1000);
+      observe?.(definition.id, String(response.status), (performance.now() - started) / 1000);
+      return response;
+    } catch (error) {
+      observe?.(definition.id, 'transient', (performance.now() - started) / 1000);
+      throw error;
+    }
+  };
+  const settingValues = { ...(overrides.tenant ? { tenant: overrides.tenant } : {}), clientId: encodeURIComponent(settings.clientId) };
+  const fromMetadata = new Set(Object.values(templates).flatMap((template) => placeholders(template)));
+  const contextFor = (metadata: Metadata): ProviderContext => {
+    for (const [key, value] of Object.entries(metadata)) {
+      if (fromMetadata.has(key)) checkMetadataUrl(definition, key, value, config.isProduction);
+    }
+    const values: Record<string, unknown> = { ...definition.metadataDefaults, ...metadata, ...settingValues };
+    const endpoints = resolveEndpoints(templates, values);
+    const all = { ...values, ...endpoints };
+    return { endpoints, clientId: settings.clientId, clientSecret: settings.clientSecret, resolve: (template) => fillTemplate(template, all), request };
+  };
+  const clientEndpoint = (settings.clientEndpoint ?? config.server.publicUrl).replace(/\/+$/, '');
+  return {
+    id: definition.id,
+    displayName: definition.displayName,
+    definition,
+    clientId: settings.clientId,
+    clientSecret: settings.clientSecret,
+    redirectUri: `${clientEndpoint}/v1/integrations/oauth/callback`,
+    scopes: settings.scopes?.length ? settings.scopes : definition.defaultScopes,
+    context: contextFor({}),
+    contextFor,
+  };
+}
+
+/**
+ * A URL a provider's answer chose for its API (Salesforce's `instance_url`, Zoom's `api_url`)
+ * is used only when it is https on one of the definition's hosts (loopback http in
+ * development, like any endpoint): a token answer must not be able to point our calls, with
+ * the token attached, anywhere else.
+ */
+function checkMetadataUrl(definition: ProviderDefinition, key: string, value: unknown, isProduction: boolean): void {
+  const refuse = () => new ProviderError('transient', `${definition.displayName} sent a ${key} that is not one of its hosts`);
+  let url: URL;
+  try {
+    url = new URL(String(value));
+  } catch {
+    throw refuse();
+  }
+  const loopback = !isProduction && url.protocol === 'http:' && isLoopbackHost(url.hostname);
+  const hosts = definition.metadataHosts ?? [];
+  const listed = hosts.some((host) => (host.startsWith('.') ? url.hostname.endsWith(host) : url.hostname === host));
+  if (url.username || url.password || !(loopback || (url.protocol === 'https:' && listed))) throw refuse();
+}
+
+/** Each endpoint template filled; one whose placeholder has no value yet (metadata to come) is left empty. */
+function resolveEndpoints(templates: ProviderEndpoints, values: Record<string, unknown>): ProviderEndpoints {
+  const fill = (template: string) => {
+    try {
+      return fillTemplate(template, values);
+    } catch {
+      return '';
+    }
+  };
+  return {
+    authUrl: fill(templates.authUrl),
+    tokenUrl: fill(templates.tokenUrl),
+    apiUrl: fill(templates.apiUrl),
+    ...(templates.userInfoUrl ? { userInfoUrl: fill(templates.userInfoUrl) } : {}),
+    ...(templates.revokeUrl ? { revokeUrl: fill(templates.revokeUrl) } : {}),
   };
 }
 

@@ -1,14 +1,15 @@
 /**
- * The provider definition interface. One provider = one file exporting a
- * `ProviderDefinition`; its quirks are data fields or small functions here, never
- * `if (provider === 'x')` in shared code. Adding a provider: docs/providers.md.
+ * What the rest of Tessera sees of a provider: a `ProviderDefinition`, built by the engine
+ * (engine.ts) from a provider's data (spec.ts). Provider quirks live in the data or in small
+ * functions of the provider's own file, never in `if (provider === 'x')` in shared code.
+ * Adding a provider: docs/providers.md.
  */
 
 /**
  * How a provider call failed. Callers must be able to tell "revoked" from "provider down":
  * - `revoked`: the provider rejected the credentials (HTTP 401, `invalid_grant`, Slack
  *   `invalid_auth`/`token_revoked`…). The integration becomes `invalid` (after the retry rules).
- * - `forbidden`: authenticated, but not allowed (a 403 that is not a rate limit).
+ * - `forbidden`: authenticated, but not allowed (a 403 that is not a rate limit; a missing scope).
  * - `rateLimited`: the provider asked us to slow down; status unchanged. `retryAfter` in seconds.
  * - `transient`: network error, timeout, 5xx, garbage; try again later.
  */
@@ -36,6 +37,9 @@ export class ProviderError extends Error {
   }
 }
 
+/** Non-secret values a client needs to use a token (`instanceUrl`, `sites`, `workspaceId`…), documented per provider. */
+export type Metadata = Record<string, unknown>;
+
 /** A token endpoint answer, normalized. */
 export interface TokenSet {
   accessToken: string;
@@ -47,6 +51,8 @@ export interface TokenSet {
   /** The scopes the provider reports as granted (not the requested ones). */
   scopes: string[];
   tokenType: string;
+  /** Metadata the answer carries (Salesforce `instance_url`, Zoom `api_url`). */
+  metadata?: Metadata;
 }
 
 /** Who the token belongs to at the provider. */
@@ -55,6 +61,8 @@ export interface ProviderAccount {
   id: string;
   username: string;
   email?: string;
+  /** Metadata the account answer carries (Linear's organization, Zoom's account). */
+  metadata?: Metadata;
 }
 
 export interface ProviderEndpoints {
@@ -64,6 +72,8 @@ export interface ProviderEndpoints {
   tokenUrl: string;
   /** The API base; the proxy appends paths to it. */
   apiUrl: string;
+  userInfoUrl?: string;
+  revokeUrl?: string;
 }
 
 /** A provider's HTTP answer as the definition sees it. */
@@ -74,36 +84,39 @@ export interface ProviderResponse {
   body: string;
 }
 
-/** What a definition's functions may use: the configured endpoints and credentials, and a fetch with a timeout. */
+/** What a definition's functions may use: endpoints and credentials for one integration, and a fetch with a timeout. */
 export interface ProviderContext {
+  /** Resolved for this integration (tenant from settings, per-tenant URLs from its metadata). */
   endpoints: ProviderEndpoints;
   clientId: string;
   clientSecret: string;
+  /** Fills a `{name}` template from the endpoints, settings and metadata of this integration. */
+  resolve(template: string): string;
   /** Fetch with the configured timeout and no redirects; throws ProviderError('transient') on network failure. */
   request(url: string, init: RequestInit): Promise<ProviderResponse>;
 }
 
+/** A provider as the engine built it from its data; see spec.ts for what each part means. */
 export interface ProviderDefinition {
-  /** Lower-case id, `^[a-z][a-z0-9]{1,31}$`; names the secrets (`<id>_access_token`…). */
   id: string;
   displayName: string;
+  /** Templates: `{tenant}` filled from settings, `{instanceUrl}` and the like from an integration's metadata. */
   endpoints: ProviderEndpoints;
-  /** Scopes requested when neither the request nor the configuration names any. */
   defaultScopes: string[];
-  /** How scopes are joined in the authorize URL. */
   scopeSeparator: ' ' | ',';
-  /** The authorize parameter carrying the scopes (`scope`; Slack user tokens: `user_scope`). */
   scopeParam: string;
+  authorizeParams: Record<string, string>;
   /** PKCE with S256. Off for Slack: PKCE makes a Slack app a public client whose refresh tokens expire. */
   pkce: boolean;
-  /** How the client authenticates at the token endpoint. */
   clientAuth: 'client_secret_post' | 'client_secret_basic';
-  /** Extra headers for token requests (GitHub answers form-encoded unless sent `Accept: application/json`). */
-  tokenRequestHeaders?: Record<string, string>;
+  tokenFormat: 'form' | 'json';
+  tokenHeaders: Record<string, string>;
+  metadataDefaults: Metadata;
+  metadataHosts?: string[];
   /**
    * Reads a token endpoint answer (code exchange or refresh). Returns the token set;
-   * throws ProviderError `revoked` with `providerCode` when the provider refused the
-   * grant (bad code, dead refresh token — even when it says so with HTTP 200), and
+   * throws ProviderError `revoked` with `providerCode` when the provider refused the grant
+   * (bad code, dead refresh token — even when it says so with HTTP 200), `rateLimited`, and
    * `transient` for 5xx or an unreadable body.
    */
   parseTokenResponse(response: ProviderResponse): TokenSet;
@@ -113,22 +126,21 @@ export interface ProviderDefinition {
    * `rateLimited` (with retryAfter) or `transient` when it cannot say.
    */
   validate(context: ProviderContext, accessToken: string): Promise<ProviderAccount>;
+  /** Metadata found with a call after the exchange (Atlassian's sites); absent for most providers. */
+  discover?(context: ProviderContext, accessToken: string): Promise<Metadata>;
   /** The Authorization header value for API calls with `accessToken`. */
   authorization(accessToken: string): string;
+  /** Headers every API call carries (Notion-Version). */
+  apiHeaders: Record<string, string>;
   /**
    * Classifies an API answer: null when it is a normal answer to pass through, else the
    * failure it signals (rate limits by the provider's own signals, rejected tokens…).
    */
   classify(response: ProviderResponse): ProviderError | null;
-  /**
-   * Whether a proxied call writes (owner/admin or API token only) or only reads (members
-   * too). `segments` are the decoded path segments under the API base. Absent: the REST
-   * rule, every method but GET and HEAD writes. RPC-style APIs (Slack) decide by the method
-   * named in the path, whatever the HTTP method.
-   */
-  isWrite?(method: string, segments: readonly string[]): boolean;
-  /** Revokes the grant at the provider (best effort on delete); throws ProviderError on failure. */
-  revoke(context: ProviderContext, tokens: { accessToken: string; refreshToken?: string }): Promise<void>;
+  /** Whether a proxied call writes (owner/admin or API token only) or only reads (members too). */
+  isWrite(method: string, segments: readonly string[], body: unknown): boolean;
+  /** Revokes the grant at the provider (best effort on delete); throws ProviderError on failure. Absent: no revoke endpoint. */
+  revoke?(context: ProviderContext, tokens: { accessToken: string; refreshToken?: string }): Promise<void>;
 }
 
 const IDENTIFIER = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -143,25 +155,7 @@ export function providerIdentifier(text: unknown): string {
   return typeof text === 'string' && IDENTIFIER.test(text) ? text : 'unrecognized';
 }
 
-/** The REST rule for `isWrite`: anything but GET and HEAD writes. */
+/** The REST rule for which calls write: anything but GET and HEAD. */
 export function restIsWrite(method: string): boolean {
   return method !== 'GET' && method !== 'HEAD';
-}
-
-/** Parses a JSON body, or returns undefined. */
-export function parseJson(body: string): unknown {
-  try {
-    return JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-}
-
-/** `Retry-After` in seconds (or from a reset epoch), else the fallback. */
-export function retryAfterSeconds(headers: Headers, fallback = 60): number {
-  const retryAfter = headers.get('retry-after');
-  if (retryAfter && /^\d+$/.test(retryAfter.trim())) return Math.max(1, Number(retryAfter));
-  const reset = headers.get('x-ratelimit-reset');
-  if (reset && /^\d+$/.test(reset.trim())) return Math.max(1, Number(reset) - Math.floor(Date.now() / 1000));
-  return fallback;
 }

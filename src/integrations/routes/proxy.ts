@@ -40,12 +40,12 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       const query = queryAt === -1 ? '' : rawUrl.slice(queryAt);
       // Which calls write is the provider's to say (Slack: by API method, whatever the HTTP method; decision 76).
       const definition = services.providers.get(providerId)?.definition;
-      const writes = definition?.isWrite ? definition.isWrite(request.method, segments) : restIsWrite(request.method);
+      const writes = definition ? definition.isWrite(request.method, segments, request.body) : restIsWrite(request.method);
       if (writes) requireRole(principal, principal.organizationId, 'admin');
 
       const actor = actorOf(request);
       const loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, providerId), actor);
-      const base = loaded.provider.context.endpoints.apiUrl;
+      const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
       const target = new URL(`${base}/${segments.map(encodeURIComponent).join('/')}${query}`);
       const baseUrl = new URL(base);
       // Defence in depth: whatever the path was, the call stays under the API base.

@@ -16,6 +16,9 @@ declare module 'fastify' {
   }
 }
 
+/** Non-secret, provider-defined values a client needs to use the token (docs/providers.md). */
+export const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Provider-defined, non-secret values: instanceUrl, apiUrl, sites, workspaceId, tenantId… (docs/providers.md)' });
+
 export const TokenSchema = Type.Object({
   accessToken: Type.String(),
   tokenType: Type.String(),
@@ -30,6 +33,7 @@ export const IntegrationSchema = Type.Object({
   description: Type.String(),
   provider: Type.String(),
   status: Type.String(),
+  metadata: Metadata,
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
 });
@@ -83,6 +87,7 @@ export function integrationView(row: IntegrationSummary) {
     description: row.description,
     provider: row.provider,
     status: effectiveStatus(row),
+    metadata: row.metadata,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };

@@ -4,7 +4,7 @@ import { PROVIDER_ID } from '../../lib/ids.ts';
 import { AppError } from '../../http/errors.ts';
 import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
-import { actorOf, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
+import { actorOf, Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
 
 /** `GET /v1/integrations/{provider}/token` (CONTRACT.md §5): the hot path of the service. */
 export function tokenRoute(app: TypedFastify, services: Services): void {
@@ -17,7 +17,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         summary: "The organization's access token for the provider (refreshed first when about to expire)",
         tags: ['integrations'],
         params: ProviderParams,
-        response: { 200: Type.Object({ success: Type.Literal(true), provider: Type.String(), token: TokenSchema }) },
+        response: { 200: Type.Object({ success: Type.Literal(true), provider: Type.String(), token: TokenSchema, metadata: Metadata }) },
       },
     },
     async (request) => {
@@ -37,7 +37,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, { actor: actorOf(request), action: 'integration.token_read' });
       }
       const usable = await lifecycle.usable(loaded, actorOf(request));
-      return { success: true as const, provider: loaded.provider.id, token: tokenBody(usable) };
+      return { success: true as const, provider: loaded.provider.id, token: tokenBody(usable), metadata: usable.row.metadata };
     },
   );
 }

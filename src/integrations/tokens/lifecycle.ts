@@ -113,7 +113,7 @@ export class TokenLifecycle {
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
     const nextValidationAt = new Date(Date.now() + this.services.config.oauth.validationInterval * 1000);
     try {
-      await loaded.provider.definition.validate(loaded.provider.context, token);
+      await loaded.provider.definition.validate(loaded.provider.contextFor(loaded.row.metadata), token);
     } catch (error) {
       if (!(error instanceof ProviderError)) throw error;
       this.services.metrics?.validationOutcome(loaded.provider.id, error.kind);

@@ -38,6 +38,7 @@ export async function storeRotated(
             refresh_token_expires_at = ${refreshExpiresAt === undefined ? sql`refresh_token_expires_at` : sql`${refreshExpiresAt ? refreshExpiresAt.toISOString() : null}::timestamptz`},
             has_refresh_token = ${refreshToken !== undefined},
             scopes = ${tokens.scopes.length > 0 ? sql`${sql.param(tokens.scopes)}::text[]` : sql`scopes`},
+            metadata = metadata || ${JSON.stringify(tokens.metadata ?? {})}::jsonb,
             updated_at = now()
           WHERE organization_id = ${organizationId} AND id = ${id} AND token_version = ${loaded.row.tokenVersion}
           RETURNING *

@@ -1,0 +1,134 @@
+/**
+ * A provider definition as data (CONTRACT.md §5 "A provider definition is mostly data").
+ * One shared engine (engine.ts) reads it: the authorize URL, token requests and answers,
+ * the account check that validates a token, the classification of API answers, and
+ * revocation. A provider's file is one `defineProvider({...})`; code appears there only for
+ * what data cannot say (choosing Atlassian sites, Slack's read methods), as the optional
+ * functions below.
+ */
+import type { ProviderContext, ProviderResponse } from './types.ts';
+
+/**
+ * A condition on an API answer. Every given part must hold: `status` (one of), `body`
+ * (a value at a dot path of the JSON answer — `equals` one of, or `matches` a pattern;
+ * `[]` in a path means "any item"), `text` (a pattern over the raw body), `header` (present,
+ * or equal to a value).
+ */
+export interface Signal {
+  status?: number | number[];
+  body?: { path: string; equals?: string | number | boolean | (string | number | boolean)[]; matches?: string };
+  text?: string;
+  header?: { name: string; equals?: string };
+}
+
+/** How the token endpoint answers (code exchange and refresh). */
+export interface TokenAnswerSpec {
+  /**
+   * Where a refusal is told: `status` (RFC 6749: HTTP 4xx with `{error}`), or `body` (any
+   * status, HTTP 200 included: GitHub's `{error}`, Slack's `{ok:false,error}`). Default `status`.
+   */
+  errors?: 'status' | 'body';
+  /** A boolean field that is false on failure (Slack `ok`). */
+  okField?: string;
+  /** An object holding the user's token when it is present (Slack: `authed_user`); else the answer's top level. */
+  userTokenPath?: string;
+  /** Seconds assumed when the answer has no `expires_in` (GitLab versions that omit it: 7200). Default: no known expiry. */
+  expiresInDefault?: number;
+  /** Metadata kept from the token answer: metadata key → dot path (Salesforce `instanceUrl: instance_url`). */
+  metadata?: Record<string, string>;
+}
+
+/** How a token is checked and its account read: one authenticated call. */
+export interface AccountSpec {
+  /** The URL: `{userInfoUrl}` or `{apiUrl}/path` (placeholders: endpoints, metadata, settings). */
+  url: string;
+  method?: 'GET' | 'POST';
+  /** A JSON body for a POST (Linear's GraphQL `viewer` query). */
+  body?: unknown;
+  /** The stable account id: a dot path, or a template of paths (`{team_id}:{user_id}`). */
+  id: string;
+  /** The username: dot paths, the first present wins. Default: the id. */
+  username?: string | string[];
+  /** The e-mail: dot paths, the first present wins. */
+  email?: string | string[];
+  /** Metadata kept from the account answer: metadata key → dot path. */
+  metadata?: Record<string, string>;
+  /** Code for an e-mail a second call must fetch (GitHub `/user/emails`); any failure means "no e-mail". */
+  fetchEmail?(context: ProviderContext, accessToken: string, answer: unknown): Promise<string | undefined>;
+}
+
+/** How API answers are read. Checked in this order: missing scope, dead token, rate limit; then 403 → forbidden, 5xx → transient. */
+export interface ApiSpec {
+  /** The Authorization scheme. Default `Bearer` (GitHub: `token`). */
+  scheme?: string;
+  /** Headers every API call carries (Notion: `Notion-Version`). */
+  headers?: Record<string, string>;
+  /** A missing scope: forbidden (status `warning`), never a revocation. */
+  missingScope?: Signal[];
+  /** A dead token: revoked (after the 401 rules). Default: HTTP 401. */
+  deadToken?: Signal[];
+  /** A rate limit; status unchanged. Default: HTTP 429. */
+  rateLimit?: Signal[];
+  /** A dot path in the answer holding seconds to wait (Discord `retry_after`), besides the headers. */
+  retryAfterPath?: string;
+}
+
+/** How a grant is revoked at the provider (best effort on delete). Absent: the provider has no revoke endpoint. */
+export interface RevokeSpec {
+  /** `{revokeUrl}` or a template (`{apiUrl}/applications/{clientId}/grant`). */
+  url: string;
+  method?: 'POST' | 'DELETE';
+  /** Which token to send. Default `access`. */
+  token?: 'access' | 'refresh';
+  /** The parameter carrying it (`token`; GitHub `access_token`); none when the token goes as a bearer. */
+  param?: string;
+  /** `form` (RFC 7009, default) or `json`. */
+  format?: 'form' | 'json';
+  /** `basic` (HTTP Basic), `body` (client id and secret in the body), `bearer` (the token itself), or `none`. */
+  auth?: 'basic' | 'body' | 'bearer' | 'none';
+  /** Statuses that mean "revoked" (or already gone). Default 200 and 204. */
+  okStatuses?: number[];
+}
+
+export interface ProviderSpec {
+  /** Lower-case id, `^[a-z][a-z0-9]{1,31}$`; names the secrets (`<id>_access_token`…). */
+  id: string;
+  displayName: string;
+  /** Endpoints; `{tenant}`-style placeholders are filled from settings, `{instanceUrl}`-style ones from the integration's metadata. */
+  endpoints: { authUrl: string; tokenUrl: string; apiUrl: string; userInfoUrl?: string; revokeUrl?: string };
+  /** Scopes requested when neither the request nor the configuration names any. */
+  defaultScopes: string[];
+  /** How scopes are joined in the authorize URL. Default ' '. */
+  scopeSeparator?: ' ' | ',';
+  /** The authorize parameter carrying the scopes. Default `scope` (Slack user tokens: `user_scope`). */
+  scopeParam?: string;
+  /** Extra authorize parameters (Google `access_type=offline`, Atlassian `audience`). */
+  authorizeParams?: Record<string, string>;
+  /** PKCE with S256. Default true. */
+  pkce?: boolean;
+  /** How the client authenticates at the token endpoint. Default `client_secret_post`. */
+  clientAuth?: 'client_secret_post' | 'client_secret_basic';
+  /** How token requests are encoded. Default `form` (Notion: `json`). */
+  tokenFormat?: 'form' | 'json';
+  /** Extra headers for token requests (GitHub answers form-encoded unless sent `Accept: application/json`). */
+  tokenHeaders?: Record<string, string>;
+  token?: TokenAnswerSpec;
+  account: AccountSpec;
+  api?: ApiSpec;
+  revoke?: RevokeSpec;
+  /** Metadata values assumed when an answer has none (Zoom `apiUrl: https://api.zoom.us`). */
+  metadataDefaults?: Record<string, string>;
+  /**
+   * Hosts a metadata-made URL may point at (Salesforce instances, Zoom API hosts): exact
+   * names, or suffixes beginning with a dot. Checked before the URL is stored or used; loopback
+   * is allowed in development, like every provider endpoint.
+   */
+  metadataHosts?: string[];
+  /** Code for metadata discovered with a call after the exchange (Atlassian's sites). */
+  discover?(context: ProviderContext, accessToken: string): Promise<Record<string, unknown>>;
+  /** Code for which proxied calls write, when not the REST rule (Slack's read methods, Linear's GraphQL queries). */
+  isWrite?(method: string, segments: readonly string[], body: unknown): boolean;
+}
+
+/** What a provider's own classification hook may look at. */
+export type ClassifyInput = ProviderResponse;
