@@ -136,7 +136,8 @@ function remember(account: Account): Account {
 
 function secrets(): { kind: SecretKind; value: string }[] {
   for (const fake of [gh, slack]) {
-    for (const login of [LOGINS[fake.id], ...EXTRA_LOGINS[fake.id]]) {
+    const id = fake.id as Provider;
+    for (const login of [LOGINS[id], ...EXTRA_LOGINS[id]]) {
       for (const tokens of fake.tokensOf(login)) {
         issued.providerAccess.add(tokens.accessToken);
         if (tokens.refreshToken) issued.providerRefresh.add(tokens.refreshToken);
@@ -361,8 +362,9 @@ function fakeProblems(options: { apiOnly: boolean }): string[] {
   const problems: string[] = [];
   const ours = secrets().filter((s) => ['jwt', 'pat', 'apiToken'].includes(s.kind));
   for (const fake of [gh, slack]) {
-    const fresh = fake.requests.slice(fakeMarks[fake.id]);
-    fakeMarks[fake.id] = fake.requests.length;
+    const id = fake.id as Provider;
+    const fresh = fake.requests.slice(fakeMarks[id]);
+    fakeMarks[id] = fake.requests.length;
     const tokenPath = new URL(fake.tokenUrl).pathname;
     for (const request of fresh) {
       const underApi = request.path === '/api' || request.path.startsWith('/api/');

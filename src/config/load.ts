@@ -147,7 +147,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   for (const [id, provider] of Object.entries(config.integrationOauthProvider)) {
     const envBase = `INTEGRATION_OAUTH_${id.toUpperCase()}`;
     if (!/^[a-z][a-z0-9]{1,31}$/.test(id)) problems.push(`${envBase}_* (integrationOauthProvider.${id}): provider ids match ^[a-z][a-z0-9]{1,31}$`);
-    for (const [key, suffix] of [['clientEndpoint', 'CLIENT_ENDPOINT'], ['authUrl', 'AUTH_URL'], ['tokenUrl', 'TOKEN_URL'], ['apiUrl', 'API_URL']] as const) {
+    for (const [key, suffix] of [['clientEndpoint', 'CLIENT_ENDPOINT'], ['authUrl', 'AUTH_URL'], ['tokenUrl', 'TOKEN_URL'], ['apiUrl', 'API_URL'], ['userinfoUrl', 'USERINFO_URL'], ['revokeUrl', 'REVOKE_URL']] as const) {
       const value = provider[key];
       if (value !== undefined) {
         const checked = checkUrl(value, `${envBase}_${suffix}`, isProduction, problems);

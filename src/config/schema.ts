@@ -33,6 +33,10 @@ const ProviderSettings = Type.Object(
     authUrl: Type.Optional(Type.String({ minLength: 1 })),
     tokenUrl: Type.Optional(Type.String({ minLength: 1 })),
     apiUrl: Type.Optional(Type.String({ minLength: 1 })),
+    userinfoUrl: Type.Optional(Type.String({ minLength: 1 })),
+    revokeUrl: Type.Optional(Type.String({ minLength: 1 })),
+    /** A value for the definition's `{tenant}` placeholder (Microsoft: common, organizations, consumers or a tenant id). */
+    tenant: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._-]+$' })),
   },
   { additionalProperties: false },
 );

@@ -9,7 +9,8 @@ export type { AuthorizeRequest } from './grants.ts';
 /** How the token endpoint behaves. */
 export type FakeTokenMode = 'ok' | 'down' | 'garbage' | 'hang';
 /** How the API behaves. */
-export type FakeApiMode = FakeTokenMode | 'rate-limited' | 'secondary-rate-limit' | 'forbidden';
+/** `missing-scope`: the provider's answer to a token that lacks the scope a call needs. */
+export type FakeApiMode = FakeTokenMode | 'rate-limited' | 'secondary-rate-limit' | 'forbidden' | 'missing-scope';
 
 /** A user to create at a fake provider. */
 export interface FakeUserInput {
@@ -63,7 +64,7 @@ export interface FakeAuthorization {
 
 /** A fake OAuth provider on loopback. */
 export interface FakeProvider<U extends FakeUser = FakeUser> {
-  readonly id: 'github' | 'slack';
+  readonly id: string;
   /** Base URL, e.g. `http://127.0.0.1:PORT` (no trailing slash, like the other URLs). */
   readonly url: string;
   readonly authUrl: string;
@@ -153,7 +154,7 @@ export interface FakeCore<U extends FakeUser> {
 
 /** One provider's quirks, as data and small functions over the shared core. */
 export interface FakeDefinition<U extends FakeUser> {
-  id: 'github' | 'slack';
+  id: string;
   displayName: string;
   authorizePath: string;
   tokenPath: string;
@@ -167,7 +168,9 @@ export interface FakeDefinition<U extends FakeUser> {
   parseAuthorize(query: URLSearchParams): AuthorizeRequest;
   handleToken(ctx: FakeContext, params: Record<string, string>): FakeReply;
   handleApi(ctx: FakeContext): FakeReply;
-  apiFailure(mode: 'rate-limited' | 'secondary-rate-limit' | 'forbidden'): FakeReply;
+  apiFailure(mode: 'rate-limited' | 'secondary-rate-limit' | 'forbidden' | 'missing-scope'): FakeReply;
+  /** Paths outside authorize, token and the API prefix (a revoke endpoint, a user-info host); null when unknown. */
+  handleOther?(ctx: FakeContext): FakeReply | null;
 }
 
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -465,7 +468,7 @@ export async function startFakeProvider<U extends FakeUser>(
     if (route === 'authorize') return authorizePage(ctx);
     if (route === 'token') return ctx.method === 'POST' ? def.handleToken(ctx, params) : json(404, { error: 'Not Found' });
     if (route === 'api') return def.handleApi(ctx);
-    return { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8' }, text: 'Not Found' };
+    return def.handleOther?.(ctx) ?? { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8' }, text: 'Not Found' };
   }
 
   const server = createServer((req, response) => {

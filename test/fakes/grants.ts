@@ -12,6 +12,8 @@ export interface AuthorizeRequest {
   state: string | null;
   /** S256 PKCE challenge, or null when none was sent. */
   codeChallenge: string | null;
+  /** Every parameter of the authorize URL (providers' extras: `access_type`, `audience`, `owner`…). */
+  params?: Record<string, string>;
 }
 
 /** What an issued code stands for. */
@@ -137,6 +139,29 @@ export class Grants {
     this.#retiredRefresh.set(refreshToken, family);
     this.#mint(family);
     return { status: 'rotated', family };
+  }
+
+  /**
+   * Exchanges a refresh token for a new access token only: the refresh token stays the same
+   * and keeps working (Google, Salesforce without rotation).
+   */
+  renew(refreshToken: string): RotateResult {
+    const family = this.#byRefresh.get(refreshToken);
+    if (!family) return { status: this.#retiredRefresh.has(refreshToken) ? 'reused' : 'unknown' };
+    if (family.revoked) return { status: 'revoked' };
+    if (family.refreshExpiresAt !== null && this.#now() >= family.refreshExpiresAt) return { status: 'expired' };
+    this.#byAccess.delete(family.accessToken);
+    this.#retiredAccess.set(family.accessToken, family);
+    const now = this.#now();
+    family.accessToken = family.profile.access();
+    family.accessExpiresAt = family.profile.accessTtlSeconds === null ? null : now + family.profile.accessTtlSeconds * 1000;
+    this.#byAccess.set(family.accessToken, family);
+    return { status: 'rotated', family };
+  }
+
+  /** The family holding this token as its current access or refresh token. */
+  familyOfToken(token: string): TokenFamily | undefined {
+    return this.#byAccess.get(token) ?? this.#byRefresh.get(token);
   }
 
   /** Revokes one family (its current access and refresh token). */

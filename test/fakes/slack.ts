@@ -239,6 +239,8 @@ export function startFakeSlack(options: FakeSlackOptions = {}): Promise<FakeProv
       handleApi,
       apiFailure(mode) {
         if (mode === 'forbidden') return json(403, { ok: false, error: 'access_denied' });
+        // Slack names the scope a method needed and the ones the token has, with HTTP 200.
+        if (mode === 'missing-scope') return json(200, { ok: false, error: 'missing_scope', needed: 'channels:history', provided: 'channels:read,chat:write,users:read' });
         return json(429, { ok: false, error: 'ratelimited' }, { 'retry-after': '30' });
       },
     };

@@ -81,9 +81,12 @@ export async function startConnect(services: Services, db: Db, principal: Princi
             now() + ${`${services.config.oauth.stateExpiry} seconds`}::interval)`);
 
   const url = new URL(provider.context.endpoints.authUrl);
+  url.searchParams.set('response_type', 'code');
   url.searchParams.set('client_id', provider.clientId);
   url.searchParams.set('redirect_uri', provider.redirectUri);
-  url.searchParams.set(provider.definition.scopeParam, scopes.join(provider.definition.scopeSeparator));
+  // Providers whose scopes are set on the app (Bitbucket, Notion, Zoom) get no scope parameter when none are configured.
+  if (scopes.length > 0) url.searchParams.set(provider.definition.scopeParam, scopes.join(provider.definition.scopeSeparator));
+  for (const [name, value] of Object.entries(provider.definition.authorizeParams)) url.searchParams.set(name, value);
   url.searchParams.set('state', state);
   if (verifier) {
     url.searchParams.set('code_challenge', await calculatePKCECodeChallenge(verifier));

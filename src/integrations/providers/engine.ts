@@ -33,7 +33,7 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
     clientAuth: spec.clientAuth ?? 'client_secret_post',
     tokenFormat: spec.tokenFormat ?? 'form',
     tokenHeaders: spec.tokenHeaders ?? {},
-    metadataDefaults: spec.metadataDefaults ?? {},
+    defaults: spec.defaults ?? {},
     ...(spec.metadataHosts ? { metadataHosts: spec.metadataHosts } : {}),
     parseTokenResponse: (response) => parseTokenAnswer(spec.displayName, spec.token ?? {}, response),
     validate: (context, accessToken) => readAccount(spec.displayName, spec.account, context, accessToken, { scheme, apiHeaders, classify }),
@@ -67,7 +67,7 @@ function parseTokenAnswer(name: string, spec: TokenAnswerSpec, response: Provide
   if (typeof accessToken !== 'string' || !accessToken) throw new ProviderError('transient', `${name} token answer carries no access token`, { status: response.status });
   const expiresIn = seconds(user.expires_in) ?? spec.expiresInDefault;
   const refreshTokenExpiresIn = seconds(user.refresh_token_expires_in);
-  const metadata = pickMetadata(answer, spec.metadata);
+  const metadata = { ...pickMetadata(answer, spec.metadata), ...pickMetadata(idTokenClaims(answer.id_token), spec.idTokenClaims) };
   return {
     accessToken,
     ...(typeof user.refresh_token === 'string' && user.refresh_token ? { refreshToken: user.refresh_token } : {}),
@@ -218,6 +218,13 @@ function seconds(value: unknown): number | undefined {
 function scopesOf(value: unknown): string[] {
   if (Array.isArray(value)) return value.filter((scope): scope is string => typeof scope === 'string' && scope !== '');
   return typeof value === 'string' ? value.split(/[\s,]+/).filter(Boolean) : [];
+}
+
+/** The claims of an id_token (a JWT), unverified (see TokenAnswerSpec.idTokenClaims); {} when it is not one. */
+function idTokenClaims(token: unknown): unknown {
+  const payload = typeof token === 'string' ? token.split('.')[1] : undefined;
+  if (!payload) return {};
+  return parseJson(Buffer.from(payload, 'base64url').toString('utf8')) ?? {};
 }
 
 function pickMetadata(answer: unknown, paths: Record<string, string> | undefined): Metadata {

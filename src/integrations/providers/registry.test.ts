@@ -6,8 +6,8 @@ const base = { ENCRYPTION_KEYS: `k:${Buffer.alloc(32).toString('base64')}`, JWT_
 
 describe('buildProviderRegistry', () => {
   it('refuses configuration naming a provider without a definition', () => {
-    const config = loadConfig({ env: { ...base, INTEGRATION_OAUTH_GITLAB_CLIENT_ID: 'x', INTEGRATION_OAUTH_GITLAB_CLIENT_SECRET: 'y' }, persistGeneratedSecrets: false });
-    expect(() => buildProviderRegistry(config)).toThrow(/INTEGRATION_OAUTH_GITLAB_\* \(integrationOauthProvider.gitlab\): no provider definition "gitlab"/);
+    const config = loadConfig({ env: { ...base, INTEGRATION_OAUTH_ACME_CLIENT_ID: 'x', INTEGRATION_OAUTH_ACME_CLIENT_SECRET: 'y' }, persistGeneratedSecrets: false });
+    expect(() => buildProviderRegistry(config)).toThrow(/INTEGRATION_OAUTH_ACME_\* \(integrationOauthProvider.acme\): no provider definition "acme"/);
   });
 
   it('counts a provider as configured only with a client id and secret, and applies overrides', () => {

@@ -1,12 +1,22 @@
 import { type Config, ConfigError, isLoopbackHost } from '../../config/load.ts';
+import { atlassian } from './atlassian.ts';
+import { bitbucket } from './bitbucket.ts';
+import { discord } from './discord.ts';
 import { github } from './github.ts';
+import { gitlab } from './gitlab.ts';
+import { google } from './google.ts';
+import { linear } from './linear.ts';
+import { microsoft } from './microsoft.ts';
+import { notion } from './notion.ts';
+import { salesforce } from './salesforce.ts';
 import { slack } from './slack.ts';
+import { zoom } from './zoom.ts';
 import type { ProviderSettings } from '../../config/schema.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError, type ProviderResponse } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
-export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack];
+export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce];
 
 const MAX_BODY = 1024 * 1024;
 
@@ -71,12 +81,12 @@ function configure(
   settings: ProviderSettings & { clientId: string; clientSecret: string },
   observe?: (provider: string, outcome: string, seconds: number) => void,
 ): ConfiguredProvider {
-  const overrides = settings as ProviderSettings & { userInfoUrl?: string; revokeUrl?: string; tenant?: string };
+  const overrides = settings;
   const templates = {
     authUrl: overrides.authUrl ?? definition.endpoints.authUrl,
     tokenUrl: overrides.tokenUrl ?? definition.endpoints.tokenUrl,
     apiUrl: (overrides.apiUrl ?? definition.endpoints.apiUrl).replace(/\/+$/, ''),
-    ...(overrides.userInfoUrl ?? definition.endpoints.userInfoUrl ? { userInfoUrl: overrides.userInfoUrl ?? definition.endpoints.userInfoUrl } : {}),
+    ...(overrides.userinfoUrl ?? definition.endpoints.userInfoUrl ? { userInfoUrl: overrides.userinfoUrl ?? definition.endpoints.userInfoUrl } : {}),
     ...(overrides.revokeUrl ?? definition.endpoints.revokeUrl ? { revokeUrl: overrides.revokeUrl ?? definition.endpoints.revokeUrl } : {}),
   };
   const request = async (url: string, init: RequestInit) => {
@@ -96,7 +106,7 @@ function configure(
     for (const [key, value] of Object.entries(metadata)) {
       if (fromMetadata.has(key)) checkMetadataUrl(definition, key, value, config.isProduction);
     }
-    const values: Record<string, unknown> = { ...definition.metadataDefaults, ...metadata, ...settingValues };
+    const values: Record<string, unknown> = { ...definition.defaults, ...metadata, ...settingValues };
     const endpoints = resolveEndpoints(templates, values);
     const all = { ...values, ...endpoints };
     return { endpoints, clientId: settings.clientId, clientSecret: settings.clientSecret, resolve: (template) => fillTemplate(template, all), request };

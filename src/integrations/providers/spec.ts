@@ -36,6 +36,12 @@ export interface TokenAnswerSpec {
   expiresInDefault?: number;
   /** Metadata kept from the token answer: metadata key → dot path (Salesforce `instanceUrl: instance_url`). */
   metadata?: Record<string, string>;
+  /**
+   * Metadata kept from the claims of the answer's `id_token`: metadata key → claim (Microsoft
+   * `tenantId: tid`). Read without checking the signature: the token came straight from the
+   * token endpoint over TLS (OpenID Connect Core §3.1.3.7), and is only metadata.
+   */
+  idTokenClaims?: Record<string, string>;
 }
 
 /** How a token is checked and its account read: one authenticated call. */
@@ -116,8 +122,8 @@ export interface ProviderSpec {
   account: AccountSpec;
   api?: ApiSpec;
   revoke?: RevokeSpec;
-  /** Metadata values assumed when an answer has none (Zoom `apiUrl: https://api.zoom.us`). */
-  metadataDefaults?: Record<string, string>;
+  /** Placeholder values when neither the settings nor the metadata give one (Microsoft `tenant: common`; Zoom `apiUrl: https://api.zoom.us`). */
+  defaults?: Record<string, string>;
   /**
    * Hosts a metadata-made URL may point at (Salesforce instances, Zoom API hosts): exact
    * names, or suffixes beginning with a dot. Checked before the URL is stored or used; loopback

@@ -111,7 +111,8 @@ export interface ProviderDefinition {
   clientAuth: 'client_secret_post' | 'client_secret_basic';
   tokenFormat: 'form' | 'json';
   tokenHeaders: Record<string, string>;
-  metadataDefaults: Metadata;
+  /** Placeholder values when neither the settings nor the metadata give one. */
+  defaults: Record<string, string>;
   metadataHosts?: string[];
   /**
    * Reads a token endpoint answer (code exchange or refresh). Returns the token set;

@@ -1,0 +1,28 @@
+import { defineProvider } from './engine.ts';
+
+/**
+ * Discord. Access tokens live 7 days and every refresh returns a new refresh token. More than
+ * 10,000 answers of 401/403/429 in 10 minutes ban the calling IP, so a dead token must not be
+ * retried: the 401 rules try one refresh, then the integration is `invalid`.
+ */
+export const discord = defineProvider({
+  id: 'discord',
+  displayName: 'Discord',
+  endpoints: {
+    authUrl: 'https://discord.com/oauth2/authorize',
+    tokenUrl: 'https://discord.com/api/oauth2/token',
+    apiUrl: 'https://discord.com/api/v10',
+    revokeUrl: 'https://discord.com/api/oauth2/token/revoke',
+  },
+  defaultScopes: ['identify', 'email'],
+  // A confidential client: Discord documents PKCE only for public ones.
+  pkce: false,
+  account: { url: '{apiUrl}/users/@me', id: 'id', username: ['username', 'global_name'], email: 'email' },
+  api: {
+    // 403 with code 50001 (Missing Access) or 50013 (Missing Permissions): forbidden, not revoked.
+    deadToken: [{ status: 401 }],
+    rateLimit: [{ status: 429 }],
+    retryAfterPath: 'retry_after',
+  },
+  revoke: { url: '{revokeUrl}', param: 'token', auth: 'body' },
+});

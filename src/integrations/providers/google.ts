@@ -1,0 +1,32 @@
+import { defineProvider } from './engine.ts';
+
+/**
+ * Google. A refresh token comes only with `access_type=offline` (and again only with
+ * `prompt=consent`); refresh answers carry no new one, so the stored one is kept. A 403 is a
+ * rate limit or a missing scope, told apart by `error.errors[].reason`.
+ */
+export const google = defineProvider({
+  id: 'google',
+  displayName: 'Google',
+  endpoints: {
+    authUrl: 'https://accounts.google.com/o/oauth2/v2/auth',
+    tokenUrl: 'https://oauth2.googleapis.com/token',
+    apiUrl: 'https://www.googleapis.com',
+    userInfoUrl: 'https://openidconnect.googleapis.com/v1/userinfo',
+    revokeUrl: 'https://oauth2.googleapis.com/revoke',
+  },
+  defaultScopes: ['openid', 'email', 'profile'],
+  authorizeParams: { access_type: 'offline', prompt: 'consent' },
+  // `sub` is the stable id; Google accounts have no username: the e-mail stands in.
+  account: { url: '{userInfoUrl}', id: 'sub', username: ['email', 'name'], email: 'email' },
+  api: {
+    missingScope: [
+      { status: 403, body: { path: 'error.errors[].reason', equals: 'insufficientPermissions' } },
+      { status: 403, body: { path: 'error.details[].reason', equals: 'ACCESS_TOKEN_SCOPE_INSUFFICIENT' } },
+    ],
+    deadToken: [{ status: 401 }],
+    rateLimit: [{ status: 429 }, { status: 403, body: { path: 'error.errors[].reason', equals: ['rateLimitExceeded', 'userRateLimitExceeded'] } }],
+  },
+  // Revoking either token ends the whole grant; no client authentication.
+  revoke: { url: '{revokeUrl}', param: 'token', auth: 'none' },
+});
