@@ -98,6 +98,12 @@ export function revokeToken(core: FakeCore<ScreenUser>, token: string | undefine
   return true;
 }
 
+/** RFC 7009: revokes the token if it is known, and answers 200 either way. */
+export function revokeAnyway(core: FakeCore<ScreenUser>, token: string | undefined): FakeReply {
+  revokeToken(core, token);
+  return json(200, {});
+}
+
 /** The bearer token of a request, if any. */
 export function bearerOf(ctx: FakeContext): string | undefined {
   return /^Bearer\s+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '')?.[1];

@@ -1,5 +1,5 @@
 import type { FakeProviderOptions } from '../common.ts';
-import { json, revokeToken, startScreenFake } from '../toolkit.ts';
+import { json, revokeAnyway, startScreenFake } from '../toolkit.ts';
 
 // From Discord's OAuth2 and API docs: seven-day access tokens, a new refresh token on every
 // refresh, `{message, code}` errors, and rate limits with a fractional `retry_after`.
@@ -23,7 +23,7 @@ export function startFakeDiscord(options: FakeProviderOptions = {}) {
         'GET /users/@me': ({ user }) => json(200, { id: user.id, username: user.login, global_name: user.name, discriminator: '0', email: user.email, verified: true }),
         'GET /users/@me/guilds': () => json(200, []),
       },
-      other: { 'POST /api/oauth2/token/revoke': (_ctx, core, params) => (revokeToken(core, params.token), json(200, {})) },
+      other: { 'POST /api/oauth2/token/revoke': (_ctx, core, params) => revokeAnyway(core, params.token) },
       deadToken: () => json(401, { message: '401: Unauthorized', code: 0 }),
       missingScope: () => json(403, { message: 'Missing Access', code: 50001 }),
       rateLimited: () =>
