@@ -37,6 +37,8 @@ const ProviderSettings = Type.Object(
     revokeUrl: Type.Optional(Type.String({ minLength: 1 })),
     /** A value for the definition's `{tenant}` placeholder (Microsoft: common, organizations, consumers or a tenant id). */
     tenant: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._-]+$' })),
+    /** A custom provider's definition (CONTRACT.md §5 "Custom providers"), checked by src/integrations/providers/custom.ts. */
+    definition: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: false },
 );

@@ -12,6 +12,7 @@ import { salesforce } from './salesforce.ts';
 import { slack } from './slack.ts';
 import { zoom } from './zoom.ts';
 import type { ProviderSettings } from '../../config/schema.ts';
+import { customProvider } from './custom.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError, type ProviderResponse } from './types.ts';
 
@@ -56,15 +57,24 @@ export function buildProviderRegistry(
 ): ProviderRegistry {
   const byId = new Map(definitions.map((definition) => [definition.id, definition]));
   const problems: string[] = [];
-  for (const id of Object.keys(config.providers)) {
-    if (!byId.has(id)) {
-      problems.push(`INTEGRATION_OAUTH_${id.toUpperCase()}_* (integrationOauthProvider.${id}): no provider definition "${id}"; known: ${[...byId.keys()].join(', ')}`);
+  for (const [id, settings] of Object.entries(config.providers)) {
+    const envBase = `INTEGRATION_OAUTH_${id.toUpperCase()}_* (integrationOauthProvider.${id})`;
+    if (settings.definition === undefined) {
+      if (!byId.has(id)) problems.push(`${envBase}: no provider definition "${id}"; known: ${[...byId.keys()].join(', ')} (or give it a definition in CONFIG_FILE)`);
+      continue;
     }
+    if (byId.has(id)) {
+      problems.push(`integrationOauthProvider.${id}.definition: "${id}" has a built-in definition; remove the definition, or choose another id`);
+      continue;
+    }
+    const custom = customProvider(id, settings.definition, config.isProduction);
+    if (Array.isArray(custom)) problems.push(...custom);
+    else byId.set(id, custom);
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const configured = new Map<string, ConfiguredProvider>();
-  for (const definition of definitions) {
+  for (const definition of byId.values()) {
     const settings = config.providers[definition.id];
     if (!settings?.clientId || !settings.clientSecret) continue;
     configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe));
