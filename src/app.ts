@@ -20,6 +20,7 @@ import { graphqlRoutes } from './graphql/route.ts';
 import { webRoutes } from './web/routes.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { integrationRoutes } from './integrations/routes/index.ts';
+import { connectPageRoutes } from './web/connect-pages.ts';
 import { startValidationScheduler } from './integrations/validator.ts';
 import { buildProviderRegistry } from './integrations/providers/registry.ts';
 import { StateCodec } from './integrations/state.ts';
@@ -171,6 +172,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   );
   identityRoutes(fastify, services);
   integrationRoutes(fastify, services);
+  connectPageRoutes(fastify, services);
   await graphqlRoutes(fastify, services);
   webRoutes(fastify);
   await options.routes?.(fastify, services);

@@ -10,12 +10,20 @@ const time = (name: string) => timestamp(name, { withTimezone: true, mode: 'date
 const createdAt = () => time('created_at').notNull().defaultNow();
 const updatedAt = () => time('updated_at').notNull().defaultNow();
 
-export const organizations = pgTable('organizations', {
-  id: text('id').primaryKey(),
-  name: text('name').notNull(),
-  createdAt: createdAt(),
-  updatedAt: updatedAt(),
-});
+export const organizations = pgTable(
+  'organizations',
+  {
+    id: text('id').primaryKey(),
+    name: text('name').notNull(),
+    /** The product's own id for this organization (provisioning), unique per creating user. */
+    externalId: text('external_id'),
+    /** Who created it: the scope of `external_id`'s uniqueness. */
+    createdByUserId: text('created_by_user_id'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [uniqueIndex('organizations_creator_external_id_key').on(t.createdByUserId, t.externalId).where(sql`external_id IS NOT NULL`)],
+);
 
 /** Users are global (one person, several organizations). */
 export const users = pgTable(
@@ -226,6 +234,8 @@ export const integrations = pgTable(
     leaseUntil: time('lease_until'),
     /** Non-secret, provider-defined values a client needs to use the token (`instanceUrl`, `sites`…; docs/providers.md). */
     metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
+    /** The connect session (and its end user) through which it was last connected, if any. */
+    connectedVia: jsonb('connected_via').$type<ConnectedVia | null>(),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -265,7 +275,12 @@ export const oauthStates = pgTable(
     organizationId: text('organization_id').notNull(),
     /** SHA-256 of the state's random nonce. */
     nonceHash: text('nonce_hash').notNull(),
-    userId: text('user_id').notNull(),
+    /** The user who started the flow; null for a flow started through a connect session. */
+    userId: text('user_id'),
+    /** The connect session the flow belongs to (an end user without an account), if any. */
+    connectSessionId: text('connect_session_id'),
+    /** Started in a popup opened by connect.js: the callback answers with a page that tells the opener. */
+    popup: boolean('popup').notNull().default(false),
     provider: text('provider').notNull(),
     redirectUri: text('redirect_uri').notNull(),
     scopes: text('scopes').array().notNull(),
@@ -278,4 +293,47 @@ export const oauthStates = pgTable(
     createdAt: createdAt(),
   },
   (t) => [primaryKey({ columns: [t.organizationId, t.nonceHash] }), index('oauth_states_organization_expires_idx').on(t.organizationId, t.expiresAt)],
+);
+
+/** Who connected an integration through a connect session. */
+export interface ConnectedVia {
+  sessionId: string;
+  endUser: EndUser | null;
+}
+
+/** The product's end user a connect session is for (CONTRACT.md §5a). */
+export interface EndUser {
+  id: string;
+  email?: string;
+  displayName?: string;
+}
+
+/**
+ * Connect sessions (CONTRACT.md §5a): a link a product's backend mints so that its end user,
+ * who has no account here, connects one integration for the organization. The secret in the
+ * link is stored only as a SHA-256 hash.
+ */
+export const connectSessions = pgTable(
+  'connect_sessions',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    id: text('id').notNull(),
+    secretHash: text('secret_hash').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    allowedProviders: text('allowed_providers').array().notNull(),
+    endUser: jsonb('end_user').$type<EndUser | null>(),
+    /** `pending`, `completed` or `revoked`; `expired` is read from `expires_at`. */
+    status: text('status').$type<'pending' | 'completed' | 'revoked'>().notNull().default('pending'),
+    integrationId: text('integration_id'),
+    /** The error code of the last failed attempt (the session stays usable until it expires). */
+    lastError: text('last_error'),
+    /** The credential that minted it: kind, id, and its user (null for an API token). */
+    createdByKind: text('created_by_kind').notNull(),
+    createdById: text('created_by_id').notNull(),
+    createdByUserId: text('created_by_user_id'),
+    expiresAt: time('expires_at').notNull(),
+    completedAt: time('completed_at'),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.id] }), uniqueIndex('connect_sessions_secret_hash_key').on(t.secretHash)],
 );

@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { GraphQLSchema } from 'graphql';
 import { type AuditActor, type AuditRow, listAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
+import type { ConnectedVia, EndUser } from '../db/schema.ts';
 import type { Principal, Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import {
@@ -171,6 +172,22 @@ const StatusRef = builder.objectRef<StatusObject>('IntegrationStatus').implement
   }),
 });
 
+const EndUserRef = builder.objectRef<EndUser>('EndUser').implement({
+  description: "The product's end user a connect session was for",
+  fields: (t) => ({
+    id: t.exposeString('id'),
+    email: t.string({ nullable: true, resolve: (user) => user.email ?? null }),
+    displayName: t.string({ nullable: true, resolve: (user) => user.displayName ?? null }),
+  }),
+});
+
+const ConnectedViaRef = builder.objectRef<ConnectedVia>('ConnectedVia').implement({
+  fields: (t) => ({
+    sessionId: t.exposeID('sessionId'),
+    endUser: t.field({ type: EndUserRef, nullable: true, resolve: (via) => via.endUser ?? null }),
+  }),
+});
+
 const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implement({
   description: 'A connection to a provider account. Its tokens are never readable here.',
   fields: (t) => ({
@@ -183,6 +200,7 @@ const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implem
     statusDetail: t.field({ type: StatusRef, resolve: (i) => statusObject(i.row, i.displayName) }),
     scopes: t.stringList({ resolve: (i) => i.row.scopes }),
     metadata: t.string({ description: 'JSON: provider-defined, non-secret values a client needs (instanceUrl, sites…; docs/providers.md)', resolve: (i) => JSON.stringify(i.row.metadata ?? {}) }),
+    connectedVia: t.field({ type: ConnectedViaRef, nullable: true, description: 'The connect session (and end user) it was connected through; null when an owner or admin connected it', resolve: (i) => i.row.connectedVia ?? null }),
     createdAt: t.string({ resolve: (i) => i.row.createdAt.toISOString() }),
     updatedAt: t.string({ resolve: (i) => i.row.updatedAt.toISOString() }),
   }),

@@ -15,6 +15,8 @@ const SECRET_VALUES: [RegExp, string][] = [
   [/\bwhsec_[A-Za-z0-9+/=]{8,}/g, 'whsec_[REDACTED]'],
   [/\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g, '[REDACTED-JWT]'],
   [/\b(Bearer|Basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/gi, '$1 [REDACTED]'],
+  // A connect session's link holds its secret in the path.
+  [/\/connect\/[A-Za-z0-9_-]{32,}/g, '/connect/[REDACTED]'],
   // Query strings carry OAuth codes and states: keep only the path of logged URLs.
   [/(\bhttps?:\/\/[^\s"?#]*|"url"\s*:\s*"[^"?]*)\?(?:[^"\s\\]|\\.)*/g, '$1?[REDACTED]'],
 ];

@@ -1,7 +1,7 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
-import { type IntegrationStatus, integrations } from '../db/schema.ts';
+import { type ConnectedVia, type IntegrationStatus, integrations } from '../db/schema.ts';
 
 export type IntegrationRow = typeof integrations.$inferSelect;
 
@@ -22,7 +22,7 @@ export async function listIntegrations(db: Db, organizationId: string): Promise<
   return db.select().from(integrations).where(eq(integrations.organizationId, organizationId)).orderBy(asc(integrations.createdAt), asc(integrations.id));
 }
 
-export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'createdAt' | 'updatedAt'>;
+export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'connectedVia' | 'createdAt' | 'updatedAt'>;
 
 /** The listing's columns only (the list of 100 integrations is a hot path). */
 export async function listIntegrationSummaries(db: Db, organizationId: string): Promise<IntegrationSummary[]> {
@@ -35,6 +35,7 @@ export async function listIntegrationSummaries(db: Db, organizationId: string): 
       status: integrations.status,
       tokenExpiresAt: integrations.tokenExpiresAt,
       metadata: integrations.metadata,
+      connectedVia: integrations.connectedVia,
       createdAt: integrations.createdAt,
       updatedAt: integrations.updatedAt,
     })
@@ -55,6 +56,8 @@ export interface ConnectedIntegration {
   hasRefreshToken: boolean;
   nextValidationAt: Date;
   metadata: Record<string, unknown>;
+  /** The connect session this connection came through, or null (an owner or admin connected it). */
+  connectedVia: ConnectedVia | null;
 }
 
 /**
@@ -85,6 +88,7 @@ export async function upsertConnectedIntegration(
     leaseOwner: null,
     leaseUntil: null,
     metadata: input.metadata,
+    connectedVia: input.connectedVia,
     updatedAt: now,
   };
   const [after] = await tx

@@ -4,6 +4,7 @@ import { AppError, type ErrorCode } from '../../http/errors.ts';
 import type { Principal } from '../../http/context.ts';
 import { authenticateOptional } from '../../identity/authenticate.ts';
 import { membershipOf } from '../../organizations/organizations.ts';
+import { type ConnectSessionRow, completeSession, findSession, sessionStatus } from '../sessions/sessions.ts';
 import { open } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
@@ -25,17 +26,15 @@ export interface CallbackInput {
 
 /**
  * A state that passed its checks and was consumed: from here on, failures can be
- * reported to its redirect URI.
+ * reported to its redirect URI (and, for a connect session, recorded on the session).
  */
 export class CallbackFailure extends Error {
   readonly appError: AppError;
-  readonly redirectUri: string;
-  readonly provider: string;
+  readonly state: StateRow;
   constructor(appError: AppError, state: StateRow) {
     super(appError.message, { cause: appError });
     this.appError = appError;
-    this.redirectUri = state.redirectUri;
-    this.provider = state.provider;
+    this.state = state;
   }
 }
 
@@ -43,15 +42,17 @@ const invalidState = (reason: string) => new AppError('INVALID_OAUTH_STATE', { c
 
 /**
  * Completes a connect flow: claim the state (verified, bound to this browser or user, then
- * used up — committed before the exchange, so a failed exchange still burns it), exchange
- * the code, validate the token, then store everything in the request's transaction.
- * Unusable states throw AppError; later failures throw CallbackFailure.
+ * used up — committed before the exchange, so a failed exchange still burns it), check who
+ * it is for (the starting user must still manage integrations; a connect session must still
+ * be pending), exchange the code, validate the token, then store everything in the
+ * request's transaction. Unusable states throw AppError; later failures throw CallbackFailure.
  */
 export async function completeConnect(services: Services, request: FastifyRequest, input: CallbackInput): Promise<ConnectedResult & { state: StateRow }> {
   const { state, principal } = await claimState(services, request, input);
   const fail = (error: AppError): CallbackFailure => new CallbackFailure(error, state);
-  const membership = await membershipOf(services.db, state.organizationId, state.userId);
-  if (!membership || membership.role === 'member') throw fail(new AppError('FORBIDDEN', { message: 'The user who started this no longer manages integrations here' }));
+  const session = await checkStarter(services, state).catch((error: unknown) => {
+    throw error instanceof AppError ? fail(error) : error;
+  });
   if (input.error !== undefined) {
     throw fail(input.error === 'access_denied' ? new AppError('ACCESS_DENIED') : new AppError('OAUTH_EXCHANGE_FAILED', { message: 'The provider reported an error' }));
   }
@@ -65,9 +66,31 @@ export async function completeConnect(services: Services, request: FastifyReques
   } catch (error) {
     throw error instanceof AppError ? fail(error) : error;
   }
-  const work = { tx: await request.ctx.tx(), afterCommit: (fn: () => unknown) => request.ctx.afterCommit(fn), actor: { principal, requestId: request.id, userId: state.userId } };
-  const result = await storeConnection(services, work, { organizationId: state.organizationId, provider, ...connected });
+  const tx = await request.ctx.tx();
+  const actor = { principal, requestId: request.id, ...(state.userId ? { userId: state.userId } : {}) };
+  const work = { tx, afterCommit: (fn: () => unknown) => request.ctx.afterCommit(fn), actor };
+  const result = await storeConnection(services, work, { organizationId: state.organizationId, provider, ...connected, ...(session ? { session } : {}) });
+  // A session connects one integration: of two flows it started, the first to finish wins.
+  if (session && !(await completeSession(tx, state.organizationId, session.id, result.integration.id))) {
+    throw fail(new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' }));
+  }
   return { ...result, state };
+}
+
+/**
+ * Who a claimed state is for. A user's flow: that user must still manage integrations in
+ * the organization (403 otherwise). A connect session's flow: the session, which must still
+ * be pending — not used, revoked or expired.
+ */
+async function checkStarter(services: Services, state: StateRow): Promise<ConnectSessionRow | null> {
+  if (state.connectSessionId) {
+    const session = await findSession(services.db, state.organizationId, state.connectSessionId);
+    if (sessionStatus(session) !== 'pending') throw new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
+    return session;
+  }
+  const membership = state.userId ? await membershipOf(services.db, state.organizationId, state.userId) : null;
+  if (!membership || membership.role === 'member') throw new AppError('FORBIDDEN', { message: 'The user who started this no longer manages integrations here' });
+  return null;
 }
 
 /**
@@ -85,7 +108,8 @@ async function claimState(services: Services, request: FastifyRequest, input: Ca
   if (!pending) throw invalidState('unknown or already used');
   if (pending.expiresAt.getTime() <= Date.now()) throw invalidState('expired');
   const principal = await authenticateOptional(services, request);
-  const sameUser = principal?.userId === pending.userId;
+  // A session's flow has no starting user: only its browser (the cookie) can complete it.
+  const sameUser = pending.userId !== null && principal?.userId === pending.userId;
   if (sameUser && principal?.organizationId !== pending.organizationId) throw invalidState('organization context changed');
   if (!sameUser && !txMatches(request.cookies[OAUTH_TX_COOKIE], pending.txHash)) throw invalidState('not bound to this browser or user');
   // Of two racing callbacks exactly one gets it.
@@ -139,17 +163,22 @@ function txMatches(cookie: string | undefined, expectedHash: string): boolean {
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 
-/** The redirect for a finished browser flow (CONTRACT.md §5). */
-export function callbackRedirect(redirectUri: string, provider: string, outcome: { integrationId: string } | { error: ErrorCode }): string {
-  const url = new URL(redirectUri);
-  if ('integrationId' in outcome) {
-    url.searchParams.set('status', 'connected');
-    url.searchParams.set('provider', provider);
-    url.searchParams.set('integration', outcome.integrationId);
-  } else {
-    url.searchParams.set('status', 'error');
-    url.searchParams.set('provider', provider);
-    url.searchParams.set('error', outcome.error);
-  }
+/** The outcome of a finished browser flow, as the redirect's query carries it. */
+export type FlowOutcome = { integrationId: string } | { error: ErrorCode };
+
+/** The redirect for a finished browser flow (CONTRACT.md §5, §5a: a session's flow names the session). */
+export function callbackRedirect(state: Pick<StateRow, 'redirectUri' | 'provider' | 'connectSessionId'>, outcome: FlowOutcome): string {
+  const url = new URL(state.redirectUri);
+  for (const [name, value] of Object.entries(outcomeParams(state, outcome))) url.searchParams.set(name, value);
   return url.href;
+}
+
+/** `status`, `provider`, then `integration` or `error`, and `session` for a session's flow. */
+export function outcomeParams(state: Pick<StateRow, 'provider' | 'connectSessionId'>, outcome: FlowOutcome): Record<string, string> {
+  return {
+    status: 'integrationId' in outcome ? 'connected' : 'error',
+    provider: state.provider,
+    ...('integrationId' in outcome ? { integration: outcome.integrationId } : { error: outcome.error }),
+    ...(state.connectSessionId ? { session: state.connectSessionId } : {}),
+  };
 }

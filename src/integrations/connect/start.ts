@@ -64,19 +64,39 @@ export async function startConnect(services: Services, db: Db, principal: Princi
   if (outside.length > 0) {
     throw new AppError('INVALID_INPUT', { details: [{ path: 'body.scopes', message: `not among the provider's configured scopes: ${outside.join(', ')}` }] });
   }
+  return beginFlow(services, db, { organizationId: user.organizationId, userId: user.userId, provider, scopes, redirectUri }, existingTx);
+}
 
-  const { state, payload } = services.stateCodec.create(user.organizationId, provider.id);
+/** Who and what a flow is for: a user of the organization, or an end user through a connect session. */
+export interface FlowInput {
+  organizationId: string;
+  userId: string | null;
+  connectSessionId?: string;
+  /** Started in a popup by connect.js: the callback then answers with a page that tells the opener. */
+  popup?: boolean;
+  provider: ConfiguredProvider;
+  scopes: string[];
+  redirectUri: string;
+}
+
+/**
+ * Stores a flow's state (with its PKCE verifier, sealed, and the hash of the `oauth_tx`
+ * value that binds it to the browser) and builds the provider's authorize URL. One
+ * statement, no transaction: the organization's expired states are purged with it.
+ */
+export async function beginFlow(services: Services, db: Db, flow: FlowInput, existingTx?: string): Promise<StartResult> {
+  const { organizationId, provider, scopes } = flow;
+  const { state, payload } = services.stateCodec.create(organizationId, provider.id);
   const nonceHash = sha256(payload.nonce);
   const verifier = provider.definition.pkce ? generateRandomCodeVerifier() : null;
-  const sealedVerifier = verifier ? seal(services.config.keyring, { organizationId: user.organizationId, recordId: nonceHash, name: 'code_verifier' }, verifier) : null;
+  const sealedVerifier = verifier ? seal(services.config.keyring, { organizationId, recordId: nonceHash, name: 'code_verifier' }, verifier) : null;
   // Parallel flows in one browser share the cookie, so starting a second does not break the first.
   const txValue = existingTx && /^[A-Za-z0-9_-]{43}$/.test(existingTx) ? existingTx : randomBytes(32).toString('base64url');
 
-  // One statement, no transaction: purge the organization's expired states and store this one.
   await db.execute(sql`
-    WITH purge AS (DELETE FROM oauth_states WHERE organization_id = ${user.organizationId} AND expires_at < now())
-    INSERT INTO oauth_states (organization_id, nonce_hash, user_id, provider, redirect_uri, scopes, code_verifier, code_verifier_key_id, tx_hash, expires_at)
-    VALUES (${user.organizationId}, ${nonceHash}, ${user.userId}, ${provider.id}, ${redirectUri}, ${sql.param(scopes)}::text[],
+    WITH purge AS (DELETE FROM oauth_states WHERE organization_id = ${organizationId} AND expires_at < now())
+    INSERT INTO oauth_states (organization_id, nonce_hash, user_id, connect_session_id, popup, provider, redirect_uri, scopes, code_verifier, code_verifier_key_id, tx_hash, expires_at)
+    VALUES (${organizationId}, ${nonceHash}, ${flow.userId}, ${flow.connectSessionId ?? null}, ${flow.popup === true}, ${provider.id}, ${flow.redirectUri}, ${sql.param(scopes)}::text[],
             ${sealedVerifier?.envelope ?? null}, ${sealedVerifier?.keyId ?? null}, ${sha256(txValue)},
             now() + ${`${services.config.oauth.stateExpiry} seconds`}::interval)`);
 
@@ -94,4 +114,3 @@ export async function startConnect(services: Services, db: Db, principal: Princi
   }
   return { authUrl: url.href, state, txValue };
 }
-

@@ -5,6 +5,7 @@ import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
 import { replaceSecrets } from '../secrets.ts';
+import type { ConnectSessionRow } from '../sessions/sessions.ts';
 import { accessTokenExpiry, refreshTokenExpiry } from '../token-endpoint.ts';
 
 export interface ConnectedResult {
@@ -19,6 +20,8 @@ export interface Connection {
   tokens: TokenSet;
   account: ProviderAccount;
   metadata: Metadata;
+  /** The connect session it came through (its end user, and the credential that minted it). */
+  session?: ConnectSessionRow;
 }
 
 /**
@@ -31,7 +34,7 @@ export async function storeConnection(
   work: { tx: Db; afterCommit(fn: () => unknown): void; actor: AuditActor },
   connection: Connection,
 ): Promise<ConnectedResult> {
-  const { organizationId, provider, tokens, account } = connection;
+  const { organizationId, provider, tokens, account, session } = connection;
   const now = Date.now();
   const tokenExpiresAt = accessTokenExpiry(tokens, now);
   const { before, after } = await upsertConnectedIntegration(work.tx, {
@@ -46,6 +49,7 @@ export async function storeConnection(
     hasRefreshToken: tokens.refreshToken !== undefined,
     nextValidationAt: new Date(now + services.config.oauth.validationInterval * 1000),
     metadata: connection.metadata,
+    connectedVia: connection.session ? { sessionId: connection.session.id, endUser: connection.session.endUser ?? null } : null,
   });
   await replaceSecrets(work.tx, services.config.keyring, { organizationId, integrationId: after.id, provider: provider.id }, {
     access_token: tokens.accessToken,
@@ -61,12 +65,23 @@ export async function storeConnection(
     action: before ? 'integration.reconnected' : 'integration.connected',
     targetType: 'integration',
     targetId: after.id,
-    detail: { provider: provider.id, scopes: tokens.scopes, accountChanged, ...(accountChanged ? { previousAccountId: before?.providerAccountId } : {}) },
+    detail: {
+      provider: provider.id,
+      scopes: tokens.scopes,
+      accountChanged,
+      ...(accountChanged ? { previousAccountId: before?.providerAccountId } : {}),
+      ...(session ? { connectSession: session.id, sessionCreatedBy: { credentialKind: session.createdByKind, credentialId: session.createdById, userId: session.createdByUserId } } : {}),
+    },
   });
   await services.outbox.emit(work.tx, work.afterCommit, {
     organizationId,
     type: 'integration.connected',
-    data: { integration: { id: after.id, provider: provider.id, name: after.name }, reconnected: before !== null, accountChanged },
+    data: {
+      integration: { id: after.id, provider: provider.id, name: after.name },
+      reconnected: before !== null,
+      accountChanged,
+      ...(session ? { sessionId: session.id, endUser: session.endUser ?? null } : {}),
+    },
   });
   return { integration: { id: after.id, name: after.name, provider: provider.id }, displayName: provider.displayName };
 }

@@ -2,7 +2,10 @@ import { Type } from 'typebox';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
-import { CallbackFailure, callbackRedirect, completeConnect } from '../connect/callback.ts';
+import { CallbackFailure, callbackRedirect, completeConnect, type FlowOutcome } from '../connect/callback.ts';
+import type { StateRow } from '../state.ts';
+import { recordSessionError } from '../sessions/sessions.ts';
+import { CONNECT_PAGE_HEADERS, flowDonePage } from '../../web/connect-pages.ts';
 
 const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
 const CallbackResponse = Type.Object({
@@ -59,23 +62,35 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
           error: Type.Optional(Type.String({ maxLength: 200 })),
           error_description: Type.Optional(Type.String({ maxLength: 2048 })),
         }),
-        response: { 302: Type.Null({ description: 'Redirect to the redirectUri with status, provider and integration or error' }) },
+        response: {
+          200: { description: 'A flow started in a popup (connect.js): a page that hands the outcome to the opener and closes', content: { 'text/html': { schema: { type: 'string' } } } },
+          302: Type.Null({ description: 'Redirect to the redirectUri with status, provider and integration or error (and session, for a connect session)' }),
+        },
       },
     },
     async (request, reply) => {
       const query = request.query;
-      let location: string;
+      let state: StateRow;
+      let outcome: FlowOutcome;
       try {
         const result = await completeConnect(services, request, { state: query.state, ...(query.code ? { code: query.code } : {}), ...(query.error ? { error: query.error } : {}) });
-        location = callbackRedirect(result.state.redirectUri, result.integration.provider, { integrationId: result.integration.id });
+        state = result.state;
+        outcome = { integrationId: result.integration.id };
       } catch (error) {
         // An unusable state has nowhere safe to redirect to: that stays a 400.
         if (!(error instanceof CallbackFailure)) throw error;
         await request.ctx.rollback();
-        request.log.info({ code: error.appError.code, provider: error.provider }, 'connect flow ended with an error');
-        location = callbackRedirect(error.redirectUri, error.provider, { error: error.appError.code });
+        state = error.state;
+        outcome = { error: error.appError.code };
+        request.log.info({ code: error.appError.code, provider: state.provider }, 'connect flow ended with an error');
+        // A session stays usable after a failed attempt; it remembers why the last one failed.
+        if (state.connectSessionId) await recordSessionError(services.db, state.organizationId, state.connectSessionId, error.appError.code);
       }
-      reply.code(302).header('location', location);
+      if (state.popup) {
+        reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
+        return flowDonePage(services, state, outcome);
+      }
+      reply.code(302).header('location', callbackRedirect(state, outcome));
       return null;
     },
   );

@@ -1,6 +1,7 @@
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { callbackGetRoute, callbackPostRoute } from './callback.ts';
+import { connectSessionRoutes } from './connect-sessions.ts';
 import { integrationListRoutes } from './integrations.ts';
 import { providersRoute } from './providers.ts';
 import { proxyRoute } from './proxy.ts';
@@ -20,4 +21,5 @@ export function integrationRoutes(app: TypedFastify, services: Services): void {
   statusRoute(app, services);
   refreshRoute(app, services);
   proxyRoute(app, services);
+  connectSessionRoutes(app, services);
 }

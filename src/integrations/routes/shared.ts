@@ -26,6 +26,10 @@ export const TokenSchema = Type.Object({
   scopes: Type.Array(Type.String()),
 });
 
+const EndUserView = Type.Object({ id: Type.String(), email: Type.Optional(Type.String()), displayName: Type.Optional(Type.String()) });
+/** Which end user connected it, through which connect session (CONTRACT.md §5a); null when an owner or admin did. */
+export const ConnectedViaSchema = Type.Union([Type.Object({ sessionId: Type.String(), endUser: Type.Union([EndUserView, Type.Null()]) }), Type.Null()]);
+
 export const IntegrationSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
@@ -34,6 +38,7 @@ export const IntegrationSchema = Type.Object({
   provider: Type.String(),
   status: Type.String(),
   metadata: Metadata,
+  connectedVia: ConnectedViaSchema,
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
 });
@@ -88,6 +93,7 @@ export function integrationView(row: IntegrationSummary) {
     provider: row.provider,
     status: effectiveStatus(row),
     metadata: row.metadata,
+    connectedVia: row.connectedVia ?? null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };

@@ -1,0 +1,148 @@
+/**
+ * Connect sessions (CONTRACT.md §5a): a product's backend mints a short-lived link for its
+ * end user, who connects one integration for the organization through a page we host,
+ * without an account here. The session is one more thing an OAuth state carries; the flow
+ * itself is the usual one (connect/start.ts, connect/callback.ts).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { and, eq, sql } from 'drizzle-orm';
+import { type AuditActor, recordAudit } from '../../audit/audit.ts';
+import type { Db } from '../../db/client.ts';
+import { connectSessions, type EndUser } from '../../db/schema.ts';
+import { AppError } from '../../http/errors.ts';
+import { newId } from '../../lib/ids.ts';
+import { ULID } from '../../lib/ids.ts';
+import type { Services } from '../../services.ts';
+import { checkRedirectUri } from '../connect/start.ts';
+
+export type ConnectSessionRow = typeof connectSessions.$inferSelect;
+export type SessionStatus = 'pending' | 'completed' | 'expired' | 'revoked';
+
+/** Seconds a session lives when the request names none, and the bounds it may name. */
+export const SESSION_EXPIRY = { default: 1800, min: 60, max: 14400 } as const;
+
+export interface MintInput {
+  redirectUri: string;
+  allowedProviders?: string[];
+  endUser?: EndUser;
+  expiresIn?: number;
+}
+
+/** A session as the API shows it (never its secret). */
+export interface SessionView {
+  id: string;
+  status: SessionStatus;
+  expiresAt: string;
+  allowedProviders: string[];
+  endUser: EndUser | null;
+  integrationId?: string;
+  error?: string;
+}
+
+/** The hash a secret is stored and looked up by. */
+export function secretHash(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+/** A session's status as of `now`: a pending one past its expiry is `expired`. */
+export function sessionStatus(row: Pick<ConnectSessionRow, 'status' | 'expiresAt'>, now = Date.now()): SessionStatus {
+  return row.status === 'pending' && row.expiresAt.getTime() <= now ? 'expired' : row.status;
+}
+
+export function sessionView(row: ConnectSessionRow): SessionView {
+  return {
+    id: row.id,
+    status: sessionStatus(row),
+    expiresAt: row.expiresAt.toISOString(),
+    allowedProviders: row.allowedProviders,
+    endUser: row.endUser ?? null,
+    ...(row.integrationId ? { integrationId: row.integrationId } : {}),
+    ...(row.lastError ? { error: row.lastError } : {}),
+  };
+}
+
+/**
+ * Mints a session for the caller's organization: the secret (32 random bytes, base64url) is
+ * returned once, in the URL, and stored only as its hash. The redirect URI follows the
+ * start's rules; the providers must be configured ones (default: all of them).
+ */
+export async function mintSession(services: Services, work: { db: Db; actor: AuditActor }, input: MintInput): Promise<SessionView & { url: string }> {
+  const principal = work.actor.principal;
+  if (!principal) throw new AppError('UNAUTHENTICATED');
+  const redirectUri = checkRedirectUri(services, input.redirectUri);
+  const configured = services.providers.list().map((provider) => provider.id);
+  const allowedProviders = input.allowedProviders ? [...new Set(input.allowedProviders)] : configured;
+  const unknown = allowedProviders.filter((id) => !configured.includes(id));
+  if (unknown.length > 0) {
+    throw new AppError('PROVIDER_NOT_CONFIGURED', { details: unknown.map((id) => ({ path: 'body.allowedProviders', message: `${id.slice(0, 64)} is not a configured provider` })) });
+  }
+  if (allowedProviders.length === 0) throw new AppError('PROVIDER_NOT_CONFIGURED', { message: 'No provider is configured' });
+  const secret = randomBytes(32).toString('base64url');
+  const id = newId();
+  const [row] = await work.db
+    .insert(connectSessions)
+    .values({
+      organizationId: principal.organizationId,
+      id,
+      secretHash: secretHash(secret),
+      redirectUri,
+      allowedProviders,
+      endUser: input.endUser ?? null,
+      createdByKind: principal.kind,
+      createdById: principal.credentialId,
+      createdByUserId: principal.userId,
+      expiresAt: sql`now() + ${`${input.expiresIn ?? SESSION_EXPIRY.default} seconds`}::interval`,
+    })
+    .returning();
+  await recordAudit(work.db, work.actor, { organizationId: principal.organizationId, action: 'connect_session.created', targetType: 'connect_session', targetId: id, detail: { allowedProviders } });
+  return { ...sessionView(row as ConnectSessionRow), url: `${services.config.server.publicUrl}/connect/${secret}` };
+}
+
+/** The organization's session `id`, or 404 (unknown, malformed, or another organization's). */
+export async function findSession(db: Db, organizationId: string, id: string): Promise<ConnectSessionRow> {
+  if (!ULID.test(id)) throw new AppError('NOT_FOUND', { message: 'No such connect session' });
+  const [row] = await db.select().from(connectSessions).where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id)));
+  if (!row) throw new AppError('NOT_FOUND', { message: 'No such connect session' });
+  return row;
+}
+
+/** Revokes a pending session (a revoked one stays revoked); a completed or expired one is a 409. */
+export async function revokeSession(work: { db: Db; actor: AuditActor }, organizationId: string, id: string): Promise<ConnectSessionRow> {
+  const row = await findSession(work.db, organizationId, id);
+  const status = sessionStatus(row);
+  if (status === 'revoked') return row;
+  if (status !== 'pending') throw new AppError('CONFLICT', { message: `The connect session is ${status}` });
+  const [revoked] = await work.db
+    .update(connectSessions)
+    .set({ status: 'revoked' })
+    .where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id), eq(connectSessions.status, 'pending')))
+    .returning();
+  if (!revoked) throw new AppError('CONFLICT', { message: 'The connect session has just ended' });
+  await recordAudit(work.db, work.actor, { organizationId, action: 'connect_session.revoked', targetType: 'connect_session', targetId: id });
+  return revoked;
+}
+
+/** The session a link's secret opens, whatever its state, or null. The one lookup not led by an organization: the secret is all the browser has. */
+export async function sessionBySecret(db: Db, secret: string): Promise<ConnectSessionRow | null> {
+  if (!/^[A-Za-z0-9_-]{43}$/.test(secret)) return null;
+  const [row] = await db.select().from(connectSessions).where(eq(connectSessions.secretHash, secretHash(secret)));
+  return row ?? null;
+}
+
+/** Marks a session completed by `integrationId`, in the transaction storing the integration; false when it is no longer pending (another flow of it won, or it ended). */
+export async function completeSession(tx: Db, organizationId: string, id: string, integrationId: string): Promise<boolean> {
+  const [row] = await tx
+    .update(connectSessions)
+    .set({ status: 'completed', integrationId, lastError: null, completedAt: sql`now()` })
+    .where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id), eq(connectSessions.status, 'pending'), sql`${connectSessions.expiresAt} > now()`))
+    .returning({ id: connectSessions.id });
+  return row !== undefined;
+}
+
+/** Records why an attempt failed; the session stays usable until it expires. */
+export async function recordSessionError(db: Db, organizationId: string, id: string, code: string): Promise<void> {
+  await db
+    .update(connectSessions)
+    .set({ lastError: code })
+    .where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id), eq(connectSessions.status, 'pending')));
+}

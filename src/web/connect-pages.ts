@@ -1,0 +1,190 @@
+/**
+ * The pages an end user sees when a product sends them through a connect session
+ * (CONTRACT.md §5a): the hosted page listing the allowed providers, the pages for a session
+ * that cannot be used, and the page that ends a flow started in a popup by connect.js. Server-
+ * rendered HTML with every value escaped, no inline script or style (the CSP allows none),
+ * plain links that work without JavaScript.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Type } from 'typebox';
+import type { TypedFastify } from '../http/typed.ts';
+import { getOrganization } from '../organizations/organizations.ts';
+import type { Services } from '../services.ts';
+import { type FlowOutcome, outcomeParams, callbackRedirect } from '../integrations/connect/callback.ts';
+import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE } from '../integrations/connect/start.ts';
+import { type ConnectSessionRow, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
+import type { StateRow } from '../integrations/state.ts';
+
+/** Our own assets only, nothing inline, never framed; no COOP, so that connect.js keeps a handle on the popup it opened. */
+export const CONNECT_PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+  'cache-control': 'no-store',
+};
+
+const ASSETS = [
+  { url: '/connect.js', file: 'connect.js', type: 'text/javascript; charset=utf-8' },
+  { url: '/connect/assets/done.js', file: 'connect-done.js', type: 'text/javascript; charset=utf-8' },
+  { url: '/connect/assets/connect.css', file: 'connect.css', type: 'text/css; charset=utf-8' },
+] as const;
+
+const SecretParams = Type.Object({ secret: Type.String({ maxLength: 64 }) });
+
+/** Escapes text for an HTML text node or a quoted attribute. */
+export function escapeHtml(value: string): string {
+  return value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+}
+
+function page(title: string, body: string, extraHead = ''): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/connect/assets/connect.css">
+${extraHead}</head>
+<body>
+<main class="card">
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+/** Why a session cannot be used, in words a person understands, with its status code. */
+const UNUSABLE = {
+  unknown: { status: 404, title: 'This link does not work', text: 'The link is not valid. Ask the app that sent you here for a new one.' },
+  expired: { status: 410, title: 'This link has expired', text: 'Connect links work for a limited time. Go back to the app and start again to get a new one.' },
+  completed: { status: 410, title: 'This link has been used', text: 'An account was already connected with this link. Go back to the app; if you need to connect again, it can give you a new link.' },
+  revoked: { status: 410, title: 'This link was cancelled', text: 'The app cancelled this link. Go back to the app and start again.' },
+} as const;
+
+function unusablePage(kind: keyof typeof UNUSABLE): { status: number; html: string } {
+  const { status, title, text } = UNUSABLE[kind];
+  return { status, html: page(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`) };
+}
+
+/** The hosted page of a usable session: the organization, and one link per allowed provider. */
+async function hostedPage(services: Services, session: ConnectSessionRow, secret: string, popup: boolean): Promise<string> {
+  const organization = await getOrganization(services.db, session.organizationId);
+  const name = organization?.name ?? 'your organization';
+  const links = session.allowedProviders
+    .map((id) => services.providers.get(id))
+    .filter((provider) => provider !== undefined)
+    .map((provider) => {
+      const href = `/connect/${secret}/start?provider=${encodeURIComponent(provider.id)}${popup ? '&popup=1' : ''}`;
+      return `<li><a class="provider" href="${escapeHtml(href)}">Connect ${escapeHtml(provider.displayName)}</a></li>`;
+    })
+    .join('\n');
+  return page(
+    `Connect an account · ${name}`,
+    `<p class="eyebrow">${escapeHtml(name)}</p>
+<h1>Connect an account</h1>
+<p>Choose the service to connect. You will sign in there and approve access for <strong>${escapeHtml(name)}</strong>; you then come back here.</p>
+<ul class="providers">
+${links}
+</ul>
+<p class="fine">Your password stays with that service. You can remove access there at any time.</p>`,
+  );
+}
+
+/**
+ * The end of a flow started in a popup: hands the outcome to the window that opened it, for
+ * the session's redirect origin only, and closes; without an opener it goes on to the
+ * redirect URI like a full-page flow.
+ */
+export function flowDonePage(services: Services, state: StateRow, outcome: FlowOutcome): string {
+  const result = outcomeParams(state, outcome);
+  const provider = services.providers.get(state.provider)?.displayName ?? 'the service';
+  const ok = 'integrationId' in outcome;
+  const words = ok
+    ? `${provider} is connected. You can close this window.`
+    : outcome.error === 'ACCESS_DENIED'
+      ? `You declined access at ${provider}, so nothing was connected. You can close this window.`
+      : `Connecting ${provider} did not work (${outcome.error}). Close this window and try again.`;
+  return page(
+    ok ? 'Connected' : 'Not connected',
+    `<h1>${ok ? 'Connected' : 'Not connected'}</h1>
+<p id="result" data-result="${escapeHtml(JSON.stringify(result))}" data-origin="${escapeHtml(new URL(state.redirectUri).origin)}" data-redirect="${escapeHtml(callbackRedirect(state, outcome))}">${escapeHtml(words)}</p>`,
+    '<script src="/connect/assets/done.js" defer></script>\n',
+  );
+}
+
+/** `GET /connect/<secret>`, `GET /connect/<secret>/start`, and the assets of those pages and of connect.js. */
+export function connectPageRoutes(app: TypedFastify, services: Services): void {
+  for (const { url, file, type } of ASSETS) {
+    const body = readFileSync(new URL(`./static/${file}`, import.meta.url));
+    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
+    app.get(url, { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request, reply) => {
+      reply.headers({ 'x-content-type-options': 'nosniff', 'cache-control': 'no-cache', etag }).type(type);
+      if (request.headers['if-none-match'] === etag) {
+        reply.code(304);
+        return '';
+      }
+      return body;
+    });
+  }
+
+  app.get(
+    '/connect/:secret',
+    {
+      config: { auth: 'public', noStore: true },
+      schema: { summary: "A connect session's hosted page (HTML)", tags: ['connect'], params: SecretParams, querystring: Type.Object({ popup: Type.Optional(Type.String({ maxLength: 5 })) }), hide: true },
+    },
+    async (request, reply) => {
+      reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
+      const session = await sessionBySecret(services.db, request.params.secret);
+      const status = session ? sessionStatus(session) : 'unknown';
+      if (!session || status !== 'pending') {
+        const unusable = unusablePage(status === 'pending' ? 'unknown' : status);
+        reply.code(unusable.status);
+        return unusable.html;
+      }
+      return hostedPage(services, session, request.params.secret, request.query.popup === '1');
+    },
+  );
+
+  app.get(
+    '/connect/:secret/start',
+    {
+      config: { auth: 'public', noStore: true },
+      schema: {
+        summary: "Starts a connect session's flow with one of its providers (a link of the hosted page)",
+        tags: ['connect'],
+        params: SecretParams,
+        querystring: Type.Object({ provider: Type.String({ maxLength: 64 }), popup: Type.Optional(Type.String({ maxLength: 5 })) }),
+        hide: true,
+      },
+    },
+    async (request, reply) => {
+      const session = await sessionBySecret(services.db, request.params.secret);
+      const status = session ? sessionStatus(session) : 'unknown';
+      const provider = services.providers.get(request.query.provider);
+      if (!session || status !== 'pending' || !provider || !session.allowedProviders.includes(provider.id)) {
+        reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
+        if (session && status === 'pending') {
+          reply.code(400);
+          return page('This service is not available here', '<h1>This service is not available here</h1>\n<p>This link does not connect that service. Go back and choose one of those listed.</p>');
+        }
+        const unusable = unusablePage(status === 'pending' ? 'unknown' : status);
+        reply.code(unusable.status);
+        return unusable.html;
+      }
+      const flow = await beginFlow(
+        services,
+        services.db,
+        { organizationId: session.organizationId, userId: null, connectSessionId: session.id, popup: request.query.popup === '1', provider, scopes: provider.scopes, redirectUri: session.redirectUri },
+        request.cookies[OAUTH_TX_COOKIE],
+      );
+      reply.setCookie(OAUTH_TX_COOKIE, flow.txValue, { path: OAUTH_COOKIE_PATH, httpOnly: true, sameSite: 'lax', secure: services.config.isProduction, maxAge: services.config.oauth.stateExpiry });
+      reply.code(302).header('location', flow.authUrl);
+      return null;
+    },
+  );
+}
