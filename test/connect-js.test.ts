@@ -7,6 +7,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
+import { webRoutes } from '../src/web/routes.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { launchChromium } from './helpers/browser.ts';
 import { bearer, registerAndLogin } from './helpers/identity.ts';
@@ -22,6 +23,7 @@ let product: Server;
 let tessera = '';
 let productOrigin = '';
 let apiToken = '';
+let owner: Awaited<ReturnType<typeof registerAndLogin>>;
 
 /** The product's own page: a button that hands the session's link to connect.js, and the result as text. */
 function productPage(sessionUrl: string): string {
@@ -50,9 +52,9 @@ beforeAll(async () => {
   (product as Server & { pages: Map<string, string> }).pages = pages;
   const port = await freePort();
   tessera = `http://127.0.0.1:${port}`;
-  t = await createTestApp({ env: { ...providerEnv(gh), HOST: '127.0.0.1', PORT: String(port), PUBLIC_URL: tessera, OAUTH_REDIRECT_ORIGINS: `${tessera},${productOrigin}`, RATE_LIMIT_MAX: '0' } });
+  t = await createTestApp({ env: { ...providerEnv(gh), HOST: '127.0.0.1', PORT: String(port), PUBLIC_URL: tessera, OAUTH_REDIRECT_ORIGINS: `${tessera},${productOrigin}`, RATE_LIMIT_MAX: '0' }, routes: (app) => webRoutes(app) });
   await t.fastify.listen({ host: '127.0.0.1', port });
-  const owner = await registerAndLogin(t.fastify, 'embedding');
+  owner = await registerAndLogin(t.fastify, 'embedding');
   const created = await t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(owner.token), payload: { query: 'mutation { createAPIToken(name: "product") { token } }' } });
   apiToken = created.json().data.createAPIToken.token;
 }, 120_000);
@@ -65,7 +67,12 @@ afterAll(async () => {
 });
 
 async function sessionFor(path: string): Promise<{ id: string; url: string }> {
-  const res = await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: bearer(apiToken), payload: { redirectUri: `${productOrigin}/done`, allowedProviders: ['github'] } });
+  const res = await t.fastify.inject({
+    method: 'POST',
+    url: '/v1/connect/sessions',
+    headers: bearer(apiToken),
+    payload: { redirectUri: `${productOrigin}/done`, allowedProviders: ['github'], endUser: { id: 'cust-1', displayName: 'Grace from Customer One' } },
+  });
   expect(res.statusCode, res.body).toBe(201);
   const session = res.json().session;
   (product as Server & { pages: Map<string, string> }).pages.set(path, productPage(session.url));
@@ -98,6 +105,13 @@ describe('connect.js', () => {
       expect(result).toEqual({ status: 'connected', provider: 'github', integration: expect.stringMatching(/^[0-9A-HJKMNP-TV-Z]{26}$/), error: null, session: session.id });
       // The product page never left.
       expect(page.url()).toBe(`${productOrigin}/app`);
+      // The organization's own page says which end user connected it.
+      const own = await context.newPage();
+      await own.goto(`${tessera}/`);
+      await own.locator('#email').fill(owner.email);
+      await own.locator('#password').fill(owner.password);
+      await own.getByRole('button', { name: 'Sign in' }).click();
+      await own.getByText('Connected by Grace from Customer One through a connect link').waitFor(WAIT);
     } finally {
       await context.close();
     }

@@ -401,6 +401,7 @@ function integrationCard(integration) {
         h('span', { class: `badge badge-${value}` }, hidden('Status: '), label),
       ),
       h('p', { class: 'integration-name', text: integration.name }),
+      connectedVia(integration),
       message,
       actions.has('configure')
         ? h('p', { class: 'hint', text: `If this persists, check the app's permissions and configuration at ${name}.` })
@@ -409,6 +410,14 @@ function integrationCard(integration) {
       buttons.length ? h('div', { class: 'actions' }, buttons) : null,
     ),
   );
+}
+
+/** Which end user connected it through a connect link (CONTRACT.md §5a), if one did. */
+function connectedVia(integration) {
+  const via = integration.connectedVia;
+  if (!via) return null;
+  const who = via.endUser ? via.endUser.displayName || via.endUser.email || via.endUser.id : 'an end user';
+  return h('p', { class: 'connected-via', text: `Connected by ${who} through a connect link` });
 }
 
 function renderIntegrations() {
