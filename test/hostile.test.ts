@@ -1038,6 +1038,9 @@ describe('OpenAPI conformance', () => {
     const api = (await gql(token, 'mutation { createAPIToken(name: "walk") { token } }')).createAPIToken.token as string;
     await call('account access (PAT)', 'GET', '/v1/account/access', 200, bearer(pat));
     await call('account access (API token)', 'GET', '/v1/account/access', 200, bearer(api));
+    const minted = await call('connect session', 'POST', '/v1/connect/sessions', 201, bearer(api), { redirectUri: REDIRECT_URI, allowedProviders: ['github'], endUser: { id: 'walker' } });
+    await call('connect session status', 'GET', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
+    await call('revoke connect session', 'DELETE', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('delete integration', 'DELETE', `/v1/integrations/${slackId}`, 200, auth);
 
     // Documented errors.
