@@ -19,6 +19,7 @@ import { type FakeProvider, providerEnv } from '../test/fakes/common.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
 import { startFakeSlack } from '../test/fakes/slack.ts';
 import { freePort } from '../test/helpers/process.ts';
+import { type DemoProduct, startDemoProduct } from './demo-product.ts';
 
 const DEMO_EMAIL = 'demo@example.com';
 const DEMO_PASSWORD = 'tessera-demo-password';
@@ -47,6 +48,20 @@ async function choosePort(): Promise<number> {
 }
 
 
+/** Signs in as the demo user and creates the API token the demo product's backend uses. */
+async function demoApiToken(url: string): Promise<string> {
+  const signedIn = await fetch(`${url}/v1/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: DEMO_EMAIL, password: DEMO_PASSWORD }) });
+  const { accessToken } = (await signedIn.json()) as { accessToken: string };
+  const created = await fetch(`${url}/query`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ query: 'mutation { createAPIToken(name: "demo product backend") { token } }' }),
+  });
+  const token = ((await created.json()) as { data?: { createAPIToken?: { token?: string } } }).data?.createAPIToken?.token;
+  if (!token) throw new Error('could not create the demo product\'s API token');
+  return token;
+}
+
 async function main(): Promise<void> {
   const cleanups: (() => Promise<void> | void)[] = [];
   const cleanUp = async () => {
@@ -60,6 +75,7 @@ async function main(): Promise<void> {
   let url = '';
   let github: FakeProvider;
   let slack: FakeProvider;
+  let product: DemoProduct;
   try {
     // GitHub with expiring tokens (ghu_ + rotating ghr_), as GitHub Apps issue them, so Refresh does something.
     github = await startFakeGitHub({ tokenExpiresIn: 8 * 3600, appName: 'Tessera demo' });
@@ -68,6 +84,10 @@ async function main(): Promise<void> {
     cleanups.push(() => slack.close());
     github.addUser({ login: GITHUB_LOGIN, email: 'octocat@example.com', name: 'The Octocat' });
     slack.addUser({ login: SLACK_LOGIN, email: 'slackbot@example.com', name: 'Slackbot' });
+
+    // A stand-in for the product that embeds Tessera: its redirect origin is allowed and it receives the events.
+    product = await startDemoProduct();
+    cleanups.push(() => product.close());
 
     const dataDir = mkdtempSync(join(tmpdir(), 'tessera-demo-'));
     cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -86,6 +106,10 @@ async function main(): Promise<void> {
         LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
         // "Refresh status" re-validates at the provider when the last check is older than this.
         OAUTH_STATUS_MAX_AGE: '5',
+        OAUTH_REDIRECT_ORIGINS: `${url},${product.url}`,
+        EVENTS_WEBHOOK_URL: product.webhookUrl,
+        EVENTS_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
+        EVENTS_POLL_INTERVAL: '1',
         ...providerEnv(github),
         ...providerEnv(slack),
       },
@@ -108,6 +132,7 @@ async function main(): Promise<void> {
       body: JSON.stringify({ email: DEMO_EMAIL, password: DEMO_PASSWORD, name: 'Demo User' }),
     });
     if (registered.status !== 201) throw new Error(`could not create the demo user (HTTP ${registered.status}: ${await registered.text()})`);
+    product.connect(url, await demoApiToken(url));
   } catch (error) {
     await cleanUp();
     const message = error instanceof ConfigError ? error.problems.join('\n') : (error as Error).message;
@@ -125,6 +150,7 @@ async function main(): Promise<void> {
       `  Sign in   ${DEMO_EMAIL}  /  ${DEMO_PASSWORD}`,
       '',
       `  Connect GitHub or Slack: their (fake) consent pages let you approve as "${GITHUB_LOGIN}" / "${SLACK_LOGIN}".`,
+      `  Embedded   ${product.url}/  a demo product that lets its end user connect through connect.js (docs/embedding.md)`,
       `  Fake GitHub ${github.url}   Fake Slack ${slack.url}`,
       `  API description: ${url}/api-docs`,
       '',

@@ -124,7 +124,7 @@ describe('connect.js', () => {
       const page = await context.newPage();
       // A popup blocker: window.open answers null.
       await page.addInitScript(() => {
-        window.open = () => null;
+        (globalThis as unknown as { open: () => null }).open = () => null;
       });
       await page.goto(`${productOrigin}/blocked`);
       await page.getByRole('button', { name: 'Connect GitHub' }).click();
