@@ -5,6 +5,7 @@
  * receiver shows the events Tessera sends. Demo only: no sign-in, one customer.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { escapeHtml } from '../src/web/connect-pages.ts';
 
 export interface DemoProduct {
   url: string;
@@ -15,23 +16,21 @@ export interface DemoProduct {
   close(): Promise<void>;
 }
 
-const escape = (value: string) => value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
-
 function page(tessera: string, sessionUrl: string, events: string[], landed: URLSearchParams): string {
-  const outcome = landed.has('status') ? `<p class="landed">Back from the full-page flow: <code>${escape(landed.toString())}</code></p>` : '';
+  const outcome = landed.has('status') ? `<p class="landed">Back from the full-page flow: <code>${escapeHtml(landed.toString())}</code></p>` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Acme CRM (demo product)</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}button{font:inherit;padding:.6rem 1rem}
 code,pre{background:#f3f4f6;padding:.1rem .3rem;border-radius:4px}pre{padding:.75rem;overflow:auto}</style>
-<script src="${escape(tessera)}/connect.js"></script></head>
+<script src="${escapeHtml(tessera)}/connect.js"></script></head>
 <body>
 <h1>Acme CRM</h1>
 <p>A stand-in for <em>your</em> product. Its backend minted a connect session for this visit with its API token; the button hands the session's link to <code>Tessera.connect()</code>.</p>
-<p><button id="connect" data-session-url="${escape(sessionUrl)}">Connect an account</button></p>
+<p><button id="connect" data-session-url="${escapeHtml(sessionUrl)}">Connect an account</button></p>
 <p id="result" role="status" aria-live="polite"></p>
 ${outcome}
 <h2>Webhook events received</h2>
-<pre id="events">${escape(events.join('\n')) || '(none yet — connect something)'}</pre>
+<pre id="events">${escapeHtml(events.join('\n')) || '(none yet — connect something)'}</pre>
 <script>
 document.getElementById('connect').addEventListener('click', async (event) => {
   const result = await Tessera.connect(event.currentTarget.dataset.sessionUrl);

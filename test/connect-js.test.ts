@@ -2,7 +2,6 @@
 // user approves at the (fake) provider, and the page's promise resolves with the outcome; with
 // the popup blocked, the whole page goes through the flow and lands on the redirect URI.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeProvider } from './fakes/common.ts';
