@@ -13,7 +13,7 @@ import { Metrics, metricsRoutes } from './http/metrics.ts';
 import { installPipeline, type PipelineSlots, requestIdFrom } from './http/pipeline.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
 import { installValidation } from './http/validation.ts';
-import { identitySlots } from './identity/authenticate.ts';
+import { identitySlots } from './identity/steps.ts';
 import { SessionTokens } from './identity/credentials.ts';
 import { PasswordHasher } from './identity/password.ts';
 import { graphqlRoutes } from './graphql/route.ts';

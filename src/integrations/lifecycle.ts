@@ -2,7 +2,7 @@ import { and, eq, isNull, lt, or, type SQL, sql } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import { type AuditActor, nextAuditId as auditId } from '../audit/audit.ts';
 import type { Principal, Role } from '../http/context.ts';
-import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../identity/authenticate.ts';
+import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../identity/caller-check.ts';
 import { Batcher, Slots } from '../db/batch.ts';
 import { HotStatement, queryRows } from '../db/client.ts';
 import { integrationSecrets, integrations } from '../db/schema.ts';
