@@ -165,7 +165,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   fastify.get(
     '/api-docs',
     {
-      config: { auth: 'unauthenticated' },
+      config: { auth: 'unauthenticated', errors: [] },
       schema: { summary: 'This OpenAPI document', tags: ['meta'], response: { 200: { type: 'object', additionalProperties: true, description: 'OpenAPI 3.1' } } },
     },
     async () =>

@@ -62,7 +62,7 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
   app.get(
     '/query',
     {
-      config: { auth: 'unauthenticated' },
+      config: { auth: 'unauthenticated', errors: ['METHOD_NOT_ALLOWED'] },
       schema: { summary: 'GraphQL is POST only', tags: ['graphql'], response: { 405: { ...ErrorResponse, description: 'METHOD_NOT_ALLOWED' } } },
     },
     async () => {
@@ -73,7 +73,7 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
   app.post(
     '/query',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'The GraphQL endpoint for user-facing business APIs (schema: docs/schema.graphql)',
         tags: ['graphql'],

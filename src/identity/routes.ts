@@ -34,7 +34,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/register',
     {
-      config: { auth: 'public' },
+      config: { auth: 'public', errors: ['CONFLICT'] },
       schema: {
         summary: 'Create a user and a personal organization',
         tags: ['identity'],
@@ -66,7 +66,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/login',
     {
-      config: { auth: 'public', signIn: true },
+      config: { auth: 'public', signIn: true, errors: ['UNAUTHENTICATED'] },
       schema: {
         summary: 'Sign in with e-mail and password',
         tags: ['identity'],
@@ -106,7 +106,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/logout',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'End the session (every token of it)',
         tags: ['identity'],
@@ -133,7 +133,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.get(
     '/v1/csrf',
     {
-      config: { auth: 'public' },
+      config: { auth: 'public', errors: [] },
       schema: {
         summary: 'The CSRF token for cookie sessions (also set as the csrf_token cookie)',
         tags: ['identity'],
@@ -152,7 +152,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.get(
     '/v1/account/access',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'Who is calling, in which organization, with which role',
         tags: ['identity'],
@@ -192,7 +192,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/account/switch',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'A new token of the same session, bound to another organization',
         tags: ['identity'],
@@ -212,7 +212,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
   app.post(
     '/v1/organizations',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'Create an organization; the caller becomes its owner',
         tags: ['organizations'],

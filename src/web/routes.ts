@@ -40,7 +40,7 @@ export function webRoutes(app: FastifyInstance): void {
   for (const { url, file, type } of STATIC_FILES) {
     const body = readFileSync(new URL(`./static/${file}`, import.meta.url));
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
-    app.get(url, { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request, reply) => {
+    app.get(url, { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request, reply) => {
       reply.headers(PAGE_HEADERS).header('etag', etag).type(type);
       if (request.headers['if-none-match'] === etag) {
         reply.code(304);
