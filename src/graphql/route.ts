@@ -1,18 +1,13 @@
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger } from 'fastify';
 import { type DocumentNode, GraphQLError, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
 import { Type } from 'typebox';
 import { AppError } from '../http/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
+import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';
 import { documentCost, tooExpensive } from './limits.ts';
 import { type GraphQLContext, graphqlSchema } from './schema.ts';
-
-interface Operation {
-  query: string;
-  variables?: Record<string, unknown> | null;
-  operationName?: string | null;
-}
 
 interface FormattedError {
   message: string;
@@ -37,7 +32,7 @@ const OperationSchema = Type.Object(
  * `application/graphql` parser). If any operation of the request fails, the request's
  * writes roll back.
  */
-export async function graphqlRoutes(app: FastifyInstance, services: Services): Promise<void> {
+export async function graphqlRoutes(app: TypedFastify, services: Services): Promise<void> {
   const { config } = services;
   const rules: ValidationRule[] = [];
   if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
@@ -85,7 +80,7 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
       },
     },
     async (request, reply) => {
-      const body = request.body as Operation | Operation[];
+      const body = request.body;
       const batch = Array.isArray(body);
       const operations = batch ? body : [body];
       if (operations.length > config.graphql.maxBatch) {

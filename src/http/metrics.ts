@@ -1,6 +1,6 @@
-import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { type Database, queryRows, sql } from '../db/client.ts';
+import type { TypedFastify } from './typed.ts';
 
 /** The service's Prometheus metrics, one registry per app (tests build several). */
 export class Metrics {
@@ -115,7 +115,7 @@ export class Metrics {
  * `GET /metrics` (Prometheus text), unauthenticated class, served only when
  * METRICS_ENABLED is set: keep it off the public network (scrape it on the private side).
  */
-export function metricsRoutes(app: FastifyInstance, metrics: Metrics, enabled: boolean): void {
+export function metricsRoutes(app: TypedFastify, metrics: Metrics, enabled: boolean): void {
   app.addHook('onResponse', async (request, reply) => {
     metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
   });

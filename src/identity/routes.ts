@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import type { RequestContext } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
+import type { TypedFastify } from '../http/typed.ts';
 import { createOrganization, getOrganization, membershipOf, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { newId as ulid } from '../lib/ids.ts';
@@ -20,7 +21,7 @@ import { findUserById, findUserByEmail, insertUser, publicUser, setDefaultOrgani
 const INVALID_LOGIN = 'Invalid e-mail or password';
 
 /** Registration, login, logout, CSRF and account routes (CONTRACT.md §3). */
-export function identityRoutes(app: FastifyInstance, services: Services): void {
+export function identityRoutes(app: TypedFastify, services: Services): void {
   const { config, passwords, sessionTokens, rateLimiter } = services;
   const cookieBase = { path: '/', sameSite: 'lax' as const, secure: config.isProduction };
 
@@ -43,8 +44,8 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      await rateLimiter.checkEmail(request, reply);
-      const body = request.body as { email: string; password: string; name?: string };
+      const body = request.body;
+      await rateLimiter.checkEmail(request, reply, body.email);
       // Hash before opening the transaction: never hold the database across 0.4 s of scrypt.
       const passwordHash = await passwords.hash(body.password, request.ip);
       const tx = await request.ctx.tx();
@@ -77,8 +78,8 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
     async (request, reply) => {
       // An address over its limit of failed sign-ins is refused before the password is hashed.
       rateLimiter.failures.assertAllowed(request.ip);
-      await rateLimiter.checkEmail(request, reply);
-      const body = request.body as { email: string; password: string };
+      const body = request.body;
+      await rateLimiter.checkEmail(request, reply, body.email);
       const user = await findUserByEmail(services.db, body.email);
       // Unknown e-mails cost the same scrypt work and get the same answer.
       const valid = user ? await passwords.verify(body.password, user.passwordHash, request.ip) : await passwords.verifyDummy(body.password, request.ip);
@@ -201,7 +202,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      const { organizationId } = request.body as { organizationId: string };
+      const { organizationId } = request.body;
       const tx = await request.ctx.tx();
       const { sessionId, sessionExpiresAt, ...body } = await switchOrganization(services, tx, { principal: request.ctx.principal, requestId: request.id }, organizationId);
       setSessionCookies(reply, body.accessToken, sessionId, sessionExpiresAt);
@@ -222,7 +223,7 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
     },
     async (request, reply) => {
       const principal = requireUser(request.ctx.principal);
-      const { name } = request.body as { name: string };
+      const { name } = request.body;
       const tx = await request.ctx.tx();
       const organization = await createOrganization(
         { db: tx, outbox: services.outbox, afterCommit: (fn) => request.ctx.afterCommit(fn), actor: { principal, requestId: request.id } },

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance } from 'fastify';
+import type { TypedFastify } from '../http/typed.ts';
 
 /**
  * The page's policy: its own scripts and styles only (nothing inline, so an injected
@@ -34,7 +34,7 @@ const REGISTERED = 'tesseraWebRoutes';
  * here). Unauthenticated: the page signs in through the JSON API. Calling it twice on
  * one instance registers the routes once.
  */
-export function webRoutes(app: FastifyInstance): void {
+export function webRoutes(app: TypedFastify): void {
   if (app.hasDecorator(REGISTERED)) return;
   app.decorate(REGISTERED, true);
   for (const { url, file, type } of STATIC_FILES) {
