@@ -5,6 +5,7 @@ import { type AuditActor, type AuditRow, listAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import type { Principal, Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
+import { requestActor, type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
 import {
   createApiToken,
   createPersonalAccessToken,
@@ -16,7 +17,7 @@ import {
   type TokenInfo,
 } from '../identity/access-tokens.ts';
 import { requireRole, requireSessionUser, requireUser } from '../identity/authorize.ts';
-import { switchOrganization } from '../identity/sessions.ts';
+import { sessionBody, switchOrganization } from '../identity/sessions.ts';
 import { findUserById, publicUser } from '../identity/users.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';
 import { deleteIntegrationWithEvents } from '../integrations/routes.ts';
@@ -25,7 +26,6 @@ import {
   acceptInvitation,
   declineInvitation,
   type Invitation,
-  type InvitationDeps,
   inviteMember,
   listInvitations,
   myInvitations,
@@ -78,7 +78,7 @@ function principalOf(ctx: GraphQLContext): Principal {
 }
 
 function actorOf(ctx: GraphQLContext): AuditActor {
-  return { principal: ctx.request.ctx.principal, requestId: ctx.request.id };
+  return requestActor(ctx.request);
 }
 
 /** The request's transaction: one per request, committed by the pipeline when the document succeeded. */
@@ -86,9 +86,9 @@ function txOf(ctx: GraphQLContext): Promise<Db> {
   return ctx.request.ctx.tx();
 }
 
-/** What a write that queues an event needs: the transaction, the outbox, and the request's after-commit queue. */
-async function eventDeps(ctx: GraphQLContext): Promise<InvitationDeps> {
-  return { db: await txOf(ctx), actor: actorOf(ctx), outbox: ctx.services.outbox, afterCommit: (fn) => ctx.request.ctx.afterCommit(fn) };
+/** The request's unit of work (its transaction, committed by the pipeline when the document succeeded). */
+function workOf(ctx: GraphQLContext): Promise<UnitOfWork> {
+  return unitOfWork(ctx.request, ctx.services);
 }
 
 function asRole(role: string): Role {
@@ -312,17 +312,17 @@ builder.queryType({
     }),
     members: t.field({
       type: [MemberRef],
-      resolve: async (_root, _args, ctx) => listMembers({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId),
+      resolve: async (_root, _args, ctx) => listMembers(await workOf(ctx), { organizationId: principalOf(ctx).organizationId }),
     }),
     invitations: t.field({
       type: [InvitationRef],
       description: "The caller's organization's open invitations (owner/admin)",
-      resolve: async (_root, _args, ctx) => listInvitations({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId),
+      resolve: async (_root, _args, ctx) => listInvitations(await workOf(ctx), { organizationId: principalOf(ctx).organizationId }),
     }),
     myInvitations: t.field({
       type: [InvitationRef],
       description: "Open invitations to the signed-in user's e-mail, from any organization",
-      resolve: async (_root, _args, ctx) => myInvitations({ db: await txOf(ctx), actor: actorOf(ctx) }),
+      resolve: async (_root, _args, ctx) => myInvitations(await workOf(ctx)),
     }),
     integrations: t.field({
       type: [IntegrationRef],
@@ -357,11 +357,11 @@ builder.queryType({
     }),
     personalAccessTokens: t.field({
       type: [PatRef],
-      resolve: async (_root, _args, ctx) => listPersonalAccessTokens({ db: await txOf(ctx), actor: actorOf(ctx) }),
+      resolve: async (_root, _args, ctx) => listPersonalAccessTokens(await workOf(ctx)),
     }),
     apiTokens: t.field({
       type: [ApiTokenRef],
-      resolve: async (_root, _args, ctx) => listApiTokens({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId),
+      resolve: async (_root, _args, ctx) => listApiTokens(await workOf(ctx), { organizationId: principalOf(ctx).organizationId }),
     }),
   }),
 });
@@ -373,10 +373,7 @@ builder.mutationType({
       args: { name: t.arg.string({ required: true }) },
       resolve: async (_root, args, ctx) => {
         const principal = requireUser(principalOf(ctx));
-        const organization = await createOrganization(
-          { db: await txOf(ctx), outbox: ctx.services.outbox, afterCommit: (fn) => ctx.request.ctx.afterCommit(fn), actor: actorOf(ctx) },
-          { name: args.name, ownerUserId: principal.userId },
-        );
+        const organization = await createOrganization(await workOf(ctx), { name: args.name, ownerUserId: principal.userId });
         return { ...organization, role: 'owner' as const };
       },
     }),
@@ -384,7 +381,8 @@ builder.mutationType({
       type: SessionRef,
       args: { organizationId: t.arg.id({ required: true }) },
       resolve: async (_root, args, ctx) => {
-        const session = await switchOrganization(ctx.services, await txOf(ctx), actorOf(ctx), String(args.organizationId));
+        const grant = await switchOrganization(await workOf(ctx), { organizationId: String(args.organizationId) });
+        const session = sessionBody(ctx.services.sessionTokens, grant);
         return { accessToken: session.accessToken, tokenType: session.tokenType, expiresAt: session.expiresAt, organizationId: session.organizationId };
       },
     }),
@@ -392,35 +390,36 @@ builder.mutationType({
       type: InvitationRef,
       description: 'Invites an e-mail address (or renews its pending invitation); the person becomes a member only by accepting',
       args: { email: t.arg.string({ required: true }), role: t.arg.string({ required: true }) },
-      resolve: async (_root, args, ctx) => inviteMember(await eventDeps(ctx), principalOf(ctx).organizationId, args.email, asRole(args.role)),
+      resolve: async (_root, args, ctx) => inviteMember(await workOf(ctx), { organizationId: principalOf(ctx).organizationId, email: args.email, role: asRole(args.role) }),
     }),
     acceptInvitation: t.field({
       type: OrganizationRef,
       description: "Accepts one of myInvitations (a signed-in session of the invitee): returns the organization joined",
       args: { id: t.arg.id({ required: true }) },
-      resolve: async (_root, args, ctx) => acceptInvitation({ db: await txOf(ctx), actor: actorOf(ctx) }, String(args.id)),
+      resolve: async (_root, args, ctx) => acceptInvitation(await workOf(ctx), { id: String(args.id) }),
     }),
     declineInvitation: t.field({
       type: InvitationRef,
       description: 'Declines one of myInvitations (a signed-in session of the invitee)',
       args: { id: t.arg.id({ required: true }) },
-      resolve: async (_root, args, ctx) => declineInvitation({ db: await txOf(ctx), actor: actorOf(ctx) }, String(args.id)),
+      resolve: async (_root, args, ctx) => declineInvitation(await workOf(ctx), { id: String(args.id) }),
     }),
     revokeInvitation: t.field({
       type: InvitationRef,
       description: "Withdraws a pending invitation of the caller's organization (owner/admin)",
       args: { id: t.arg.id({ required: true }) },
-      resolve: async (_root, args, ctx) => revokeInvitation({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId, String(args.id)),
+      resolve: async (_root, args, ctx) => revokeInvitation(await workOf(ctx), { organizationId: principalOf(ctx).organizationId, id: String(args.id) }),
     }),
     setMemberRole: t.field({
       type: MemberRef,
       args: { email: t.arg.string({ required: true }), role: t.arg.string({ required: true }) },
-      resolve: async (_root, args, ctx) => setMemberRole({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId, args.email, asRole(args.role)),
+      resolve: async (_root, args, ctx) =>
+        setMemberRole(await workOf(ctx), { organizationId: principalOf(ctx).organizationId, email: args.email, role: asRole(args.role) }),
     }),
     removeMember: t.boolean({
       args: { email: t.arg.string({ required: true }) },
       resolve: async (_root, args, ctx) => {
-        await removeMember({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId, args.email);
+        await removeMember(await workOf(ctx), { organizationId: principalOf(ctx).organizationId, email: args.email });
         return true;
       },
     }),
@@ -458,7 +457,7 @@ builder.mutationType({
       resolve: async (_root, args, ctx) => {
         requireSessionUser(principalOf(ctx));
         return createPersonalAccessToken(
-          { db: await txOf(ctx), actor: actorOf(ctx) },
+          await workOf(ctx),
           { name: args.name, expiresAt: parseDate(args.expiresAt, 'expiresAt'), ...(args.organizationIds ? { organizationIds: args.organizationIds.map(String) } : {}) },
         );
       },
@@ -466,18 +465,18 @@ builder.mutationType({
     revokePersonalAccessToken: t.field({
       type: PatRef,
       args: { id: t.arg.id({ required: true }) },
-      resolve: async (_root, args, ctx) => revokePersonalAccessToken({ db: await txOf(ctx), actor: actorOf(ctx) }, String(args.id)),
+      resolve: async (_root, args, ctx) => revokePersonalAccessToken(await workOf(ctx), { id: String(args.id) }),
     }),
     createAPIToken: t.field({
       type: CreatedApiTokenRef,
       args: { name: t.arg.string({ required: true }), expiresAt: t.arg.string({ required: false }) },
       resolve: async (_root, args, ctx) =>
-        createApiToken({ db: await txOf(ctx), actor: actorOf(ctx) }, { name: args.name, expiresAt: parseDate(args.expiresAt, 'expiresAt') }),
+        createApiToken(await workOf(ctx), { name: args.name, expiresAt: parseDate(args.expiresAt, 'expiresAt') }),
     }),
     revokeAPIToken: t.field({
       type: ApiTokenRef,
       args: { id: t.arg.id({ required: true }) },
-      resolve: async (_root, args, ctx) => revokeApiToken({ db: await txOf(ctx), actor: actorOf(ctx) }, principalOf(ctx).organizationId, String(args.id)),
+      resolve: async (_root, args, ctx) => revokeApiToken(await workOf(ctx), { organizationId: principalOf(ctx).organizationId, id: String(args.id) }),
     }),
   }),
 });

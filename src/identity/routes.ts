@@ -3,18 +3,17 @@ import { eq } from 'drizzle-orm';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
-import type { RequestContext } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import type { TypedFastify } from '../http/typed.ts';
+import { type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
 import { createOrganization, getOrganization, membershipOf, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { SESSION_COOKIE } from './authenticate.ts';
 import { CSRF_COOKIE } from './csrf.ts';
 import { requireUser } from './authorize.ts';
-import { sessionBody, switchOrganization } from './sessions.ts';
+import { type SessionGrant, sessionBody, switchOrganization } from './sessions.ts';
 import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, SessionResponse, UserSchema } from './schemas.ts';
 import { findUserById, findUserByEmail, insertUser, publicUser, setDefaultOrganization, type UserRow } from './users.ts';
 
@@ -25,11 +24,14 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
   const { config, passwords, sessionTokens, rateLimiter } = services;
   const cookieBase = { path: '/', sameSite: 'lax' as const, secure: config.isProduction };
 
-  function setSessionCookies(reply: FastifyReply, token: string, sessionId: string, expiresAt: Date): void {
+  /** The grant's session token, in the answer's body and in the `session` cookie (with the session's CSRF token). */
+  function issueSession(reply: FastifyReply, grant: SessionGrant) {
+    const { sessionId, sessionExpiresAt, ...body } = sessionBody(sessionTokens, grant);
     reply.header('cache-control', 'no-store');
-    const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
-    reply.setCookie(SESSION_COOKIE, token, { ...cookieBase, httpOnly: true, maxAge });
+    const maxAge = Math.max(0, Math.floor((sessionExpiresAt.getTime() - Date.now()) / 1000));
+    reply.setCookie(SESSION_COOKIE, body.accessToken, { ...cookieBase, httpOnly: true, maxAge });
     reply.setCookie(CSRF_COOKIE, sessionTokens.csrfFor(`session:${sessionId}`), { ...cookieBase, httpOnly: false, maxAge });
+    return body;
   }
 
   app.post(
@@ -48,17 +50,13 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
       await rateLimiter.checkEmail(request, reply, body.email);
       // Hash before opening the transaction: never hold the database across 0.4 s of scrypt.
       const passwordHash = await passwords.hash(body.password, request.ip);
-      const tx = await request.ctx.tx();
       const name = (body.name ?? '').trim();
-      const user = await insertUser(tx, { email: body.email, name, passwordHash });
-      const actor = { principal: null, requestId: request.id, userId: user.id };
+      const user = await insertUser(await request.ctx.tx(), { email: body.email, name, passwordHash });
+      const work = await unitOfWork(request, services, user.id);
       const orgName = `${name || body.email.trim().split('@')[0] || 'My'}'s organization`.slice(0, 100);
-      const organization = await createOrganization(
-        { db: tx, outbox: services.outbox, afterCommit: (fn) => request.ctx.afterCommit(fn), actor },
-        { name: orgName, ownerUserId: user.id },
-      );
-      await setDefaultOrganization(tx, user.id, organization.id);
-      await recordAudit(tx, actor, { organizationId: organization.id, action: 'user.registered', targetType: 'user', targetId: user.id });
+      const organization = await createOrganization(work, { name: orgName, ownerUserId: user.id });
+      await setDefaultOrganization(work.db, user.id, organization.id);
+      await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'user.registered', targetType: 'user', targetId: user.id });
       reply.code(201);
       return { success: true as const, user: publicUser(user), organization };
     },
@@ -86,21 +84,14 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
       if (!user || !valid) throw new AppError('UNAUTHENTICATED', { message: INVALID_LOGIN });
       // A hash made at another cost would make this user's logins time differently from unknown e-mails.
       const newHash = passwords.needsRehash(user.passwordHash) ? await passwords.hash(body.password, request.ip) : null;
-      const tx = await request.ctx.tx();
-      if (newHash) await tx.update(users).set({ passwordHash: newHash }).where(eq(users.id, user.id));
-      const organization = await loginOrganization(tx, services, request.ctx, user);
+      const work = await unitOfWork(request, services, user.id);
+      if (newHash) await work.db.update(users).set({ passwordHash: newHash }).where(eq(users.id, user.id));
+      const organization = await loginOrganization(work, user);
       const sessionId = ulid();
       const expiresAt = new Date(Date.now() + config.auth.sessionTtl * 1000);
-      await tx.insert(sessions).values({ id: sessionId, userId: user.id, expiresAt });
-      await recordAudit(tx, { principal: null, requestId: request.id, userId: user.id }, {
-        organizationId: organization.id,
-        action: 'session.created',
-        targetType: 'session',
-        targetId: sessionId,
-      });
-      const { sessionId: _sid, sessionExpiresAt: _exp, ...session } = sessionBody(services, user, organization.id, sessionId, expiresAt);
-      setSessionCookies(reply, session.accessToken, sessionId, expiresAt);
-      return session;
+      await work.db.insert(sessions).values({ id: sessionId, userId: user.id, expiresAt });
+      await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'session.created', targetType: 'session', targetId: sessionId });
+      return issueSession(reply, { user, organizationId: organization.id, sessionId, expiresAt });
     },
   );
 
@@ -117,9 +108,9 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
     async (request, reply) => {
       const principal = request.ctx.principal;
       if (principal?.kind !== 'jwt') throw new AppError('FORBIDDEN', { message: 'Only sessions sign out; revoke tokens instead' });
-      const tx = await request.ctx.tx();
-      await tx.update(sessions).set({ revokedAt: new Date() }).where(eq(sessions.id, principal.credentialId));
-      await recordAudit(tx, { principal, requestId: request.id }, {
+      const work = await unitOfWork(request, services);
+      await work.db.update(sessions).set({ revokedAt: new Date() }).where(eq(sessions.id, principal.credentialId));
+      await recordAudit(work.db, work.actor, {
         organizationId: principal.organizationId,
         action: 'session.revoked',
         targetType: 'session',
@@ -202,11 +193,8 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
       },
     },
     async (request, reply) => {
-      const { organizationId } = request.body;
-      const tx = await request.ctx.tx();
-      const { sessionId, sessionExpiresAt, ...body } = await switchOrganization(services, tx, { principal: request.ctx.principal, requestId: request.id }, organizationId);
-      setSessionCookies(reply, body.accessToken, sessionId, sessionExpiresAt);
-      return body;
+      const grant = await switchOrganization(await unitOfWork(request, services), { organizationId: request.body.organizationId });
+      return issueSession(reply, grant);
     },
   );
 
@@ -223,12 +211,7 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
     },
     async (request, reply) => {
       const principal = requireUser(request.ctx.principal);
-      const { name } = request.body;
-      const tx = await request.ctx.tx();
-      const organization = await createOrganization(
-        { db: tx, outbox: services.outbox, afterCommit: (fn) => request.ctx.afterCommit(fn), actor: { principal, requestId: request.id } },
-        { name, ownerUserId: principal.userId },
-      );
+      const organization = await createOrganization(await unitOfWork(request, services), { name: request.body.name, ownerUserId: principal.userId });
       reply.code(201);
       return { success: true as const, organization };
     },
@@ -236,17 +219,14 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
 }
 
 /** The organization a login binds to: the default if still a member, else the first, else a new personal one. */
-async function loginOrganization(tx: Db, services: Services, ctx: RequestContext, user: UserRow): Promise<OrganizationWithRole> {
+async function loginOrganization(work: UnitOfWork, user: UserRow): Promise<OrganizationWithRole> {
   if (user.defaultOrganizationId) {
-    const membership = await membershipOf(tx, user.defaultOrganizationId, user.id);
+    const membership = await membershipOf(work.db, user.defaultOrganizationId, user.id);
     if (membership) return membership;
   }
-  const [first] = await organizationsOf(tx, user.id);
+  const [first] = await organizationsOf(work.db, user.id);
   if (first) return first;
-  const organization = await createOrganization(
-    { db: tx, outbox: services.outbox, afterCommit: (fn) => ctx.afterCommit(fn), actor: { principal: null, requestId: ctx.requestId, userId: user.id } },
-    { name: `${user.name || user.email.split('@')[0]}'s organization`.slice(0, 100), ownerUserId: user.id },
-  );
-  await setDefaultOrganization(tx, user.id, organization.id);
+  const organization = await createOrganization(work, { name: `${user.name || user.email.split('@')[0]}'s organization`.slice(0, 100), ownerUserId: user.id });
+  await setDefaultOrganization(work.db, user.id, organization.id);
   return { ...organization, role: 'owner' };
 }
