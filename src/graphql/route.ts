@@ -7,7 +7,8 @@ import { ErrorResponse } from '../http/schemas.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';
 import { documentCost, tooExpensive } from './limits.ts';
-import { type GraphQLContext, graphqlSchema } from './schema.ts';
+import type { GraphQLContext } from './context.ts';
+import { graphqlSchema } from './schema.ts';
 
 interface FormattedError {
   message: string;
