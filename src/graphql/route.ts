@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type DocumentNode, GraphQLError, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
-import { Type } from 'typebox';
+import { type Static, Type } from 'typebox';
 import { AppError } from '../http/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
 import type { TypedFastify } from '../http/typed.ts';
@@ -35,25 +35,9 @@ const OperationSchema = Type.Object(
  */
 export async function graphqlRoutes(app: TypedFastify, services: Services): Promise<void> {
   const { config } = services;
-  const rules: ValidationRule[] = [];
-  if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
   const schema = graphqlSchema();
   const format = (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => formatError(error, log, config.graphql.introspection);
-
-  await app.register(mercurius, {
-    schema,
-    routes: false,
-    graphiql: false,
-    queryDepth: config.graphql.maxDepth,
-    validationRules: rules,
-    errorFormatter: (execution, context) => ({
-      statusCode: 200,
-      response: {
-        data: execution.data ?? null,
-        errors: (execution.errors ?? []).map((error) => format(error, (context as unknown as Partial<GraphQLContext>).request?.log ?? services.logger)) as unknown as GraphQLError[],
-      },
-    }),
-  });
+  await registerExecutor(app, services, format);
 
   app.get(
     '/query',
@@ -87,19 +71,8 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
       if (operations.length > config.graphql.maxBatch) {
         throw new AppError('INVALID_INPUT', { message: `At most ${config.graphql.maxBatch} operations per batch`, details: [{ path: 'body', message: 'too many operations' }] });
       }
-      const context: GraphQLContext = { request, services };
       // Every document is read first: the cost budget is the whole request's, and nothing runs when it is over.
-      const documents = operations.map((operation) => {
-        try {
-          // Only GraphQL text: mercurius would otherwise try the string as a JSON-encoded AST.
-          const document = parse(operation.query, { maxTokens: 20_000 });
-          rejectUnstorableStrings(document);
-          return document;
-        } catch (error) {
-          if (error instanceof GraphQLError) return error;
-          throw error;
-        }
-      });
+      const documents = operations.map(readDocument);
       let cost = 0;
       for (const [index, document] of documents.entries()) {
         if (!(document instanceof GraphQLError)) cost += documentCost(schema, document, operations[index]?.variables, config.graphql.maxCost - cost);
@@ -109,29 +82,84 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
         const rejected = operations.map(() => ({ errors: [format(tooExpensive(config.graphql.maxCost), request.log)] }));
         return batch ? rejected : rejected[0];
       }
-      const results: { data?: unknown; errors?: FormattedError[] }[] = [];
-      let failed = false;
-      for (const [index, operation] of operations.entries()) {
-        const document = documents[index];
-        try {
-          if (document instanceof GraphQLError) throw document;
-          const result = await app.graphql(operation.query, context as never, operation.variables ?? undefined, operation.operationName ?? undefined);
-          if (result.errors?.length) failed = true;
-          results.push(result as { data?: unknown; errors?: FormattedError[] });
-        } catch (error) {
-          // Documents that do not parse or validate (depth, cost, introspection): nothing ran.
-          const errors = error instanceof GraphQLError ? [error] : (error as { errors?: GraphQLError[] }).errors;
-          if (!errors) throw error;
-          failed = true;
-          reply.code(400);
-          results.push({ errors: errors.map((e) => format(e, request.log)) });
-        }
-      }
+      const context: GraphQLContext = { request, services };
+      const { results, failed, refused } = await runOperations(app, context, operations, documents, (error) => format(error, request.log));
+      if (refused) reply.code(400);
       // Mutations of one request commit together or not at all.
       if (failed) await request.ctx.rollback();
       return batch ? results : results[0];
     },
   );
+}
+
+/** mercurius, as the executor only: its own routes and `application/graphql` parser off, errors in the contract's codes. */
+async function registerExecutor(app: TypedFastify, services: Services, format: (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => FormattedError): Promise<void> {
+  const { config } = services;
+  const rules: ValidationRule[] = [];
+  if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
+  await app.register(mercurius, {
+    schema: graphqlSchema(),
+    routes: false,
+    graphiql: false,
+    queryDepth: config.graphql.maxDepth,
+    validationRules: rules,
+    errorFormatter: (execution, context) => ({
+      statusCode: 200,
+      response: {
+        data: execution.data ?? null,
+        errors: (execution.errors ?? []).map((error) => format(error, (context as unknown as Partial<GraphQLContext>).request?.log ?? services.logger)) as unknown as GraphQLError[],
+      },
+    }),
+  });
+}
+
+type Operation = Static<typeof OperationSchema>;
+
+/** An operation's document, or the GraphQLError that refuses it (syntax, unstorable strings). */
+function readDocument(operation: Operation): DocumentNode | GraphQLError {
+  try {
+    // Only GraphQL text: mercurius would otherwise try the string as a JSON-encoded AST.
+    const document = parse(operation.query, { maxTokens: 20_000 });
+    rejectUnstorableStrings(document);
+    return document;
+  } catch (error) {
+    if (error instanceof GraphQLError) return error;
+    throw error;
+  }
+}
+
+/**
+ * Runs the operations in order. `failed` when any ended in an error (the request's writes
+ * then roll back); `refused` when a document did not parse or validate, which nothing ran
+ * of (the answer is a 400).
+ */
+async function runOperations(
+  app: TypedFastify,
+  context: GraphQLContext,
+  operations: Operation[],
+  documents: (DocumentNode | GraphQLError)[],
+  format: (error: GraphQLError) => FormattedError,
+): Promise<{ results: { data?: unknown; errors?: FormattedError[] }[]; failed: boolean; refused: boolean }> {
+  const results: { data?: unknown; errors?: FormattedError[] }[] = [];
+  let failed = false;
+  let refused = false;
+  for (const [index, operation] of operations.entries()) {
+    const document = documents[index];
+    try {
+      if (document instanceof GraphQLError) throw document;
+      const result = await app.graphql(operation.query, context as never, operation.variables ?? undefined, operation.operationName ?? undefined);
+      if (result.errors?.length) failed = true;
+      results.push(result as { data?: unknown; errors?: FormattedError[] });
+    } catch (error) {
+      // Documents that do not parse or validate (depth, cost, introspection): nothing ran.
+      const errors = error instanceof GraphQLError ? [error] : (error as { errors?: GraphQLError[] }).errors;
+      if (!errors) throw error;
+      failed = true;
+      refused = true;
+      results.push({ errors: errors.map(format) });
+    }
+  }
+  return { results, failed, refused };
 }
 
 /** String literals PostgreSQL cannot store (NUL, unpaired surrogates) are input errors, not resolver failures. */
