@@ -5,7 +5,7 @@
  */
 import type { Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
-import { requireUser } from '../identity/authorize.ts';
+import { isRole, requireUser } from '../identity/authorize.ts';
 import { sessionBody, switchOrganization } from '../identity/sessions.ts';
 import { findUserById, publicUser } from '../identity/users.ts';
 import { acceptInvitation, declineInvitation, type Invitation, inviteMember, listInvitations, myInvitations, revokeInvitation } from '../organizations/invitations.ts';
@@ -35,14 +35,12 @@ interface UserShape {
   systemAdmin: boolean;
 }
 
-const ROLES = ['owner', 'admin', 'member'] as const;
-
 /** A role argument (a plain string in the schema), or 400. */
 function asRole(role: string): Role {
-  if (!(ROLES as readonly string[]).includes(role)) {
+  if (!isRole(role)) {
     throw new AppError('INVALID_INPUT', { message: 'role must be one of owner, admin, member', details: [{ path: 'role', message: 'must be owner, admin or member' }] });
   }
-  return role as Role;
+  return role;
 }
 
 /** Registers User, Organization, Member and Invitation; schema.ts calls it where they belong in the SDL's order. */

@@ -7,7 +7,7 @@ type Limit = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 export interface RateLimiter {
   /** Step 9: per principal (a user, all their sessions and PATs; or an API token) when authenticated, else per client IP. */
   check: Limit;
-  /** Login and registration: per `email` (as the body gave it) and client IP together, on top of per IP. */
+  /** Login and registration: per `email` (normalized: `normalizeEmail`) and client IP together, on top of per IP. */
   checkEmail: (request: FastifyRequest, reply: FastifyReply, email: string) => Promise<void>;
   /** Failed authentications per client IP (decision 78). */
   failures: FailedAuthentications;
@@ -49,7 +49,7 @@ export async function createRateLimiter(app: FastifyInstance, options: { max: nu
   const emails = new WeakMap<FastifyRequest, string>();
   const byEmail = await limiter((request) => `email:${emails.get(request) ?? ''} ip:${request.ip}`);
   const checkEmail = (request: FastifyRequest, reply: FastifyReply, email: string) => {
-    emails.set(request, email.trim().toLowerCase());
+    emails.set(request, email);
     return byEmail(request, reply);
   };
   return { check: byCredential, checkEmail, failures };

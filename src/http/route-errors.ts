@@ -1,4 +1,5 @@
 import type { FastifySchema, RouteOptions } from 'fastify';
+import { SAFE_METHODS } from '../identity/csrf.ts';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
 import type { RouteClass } from './pipeline.ts';
 import { ErrorResponse } from './schemas.ts';
@@ -22,7 +23,6 @@ declare module 'fastify' {
 
 /** Methods whose bodies Fastify parses whatever the schema says: any of them can get a malformed, oversized or non-JSON body. */
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * Every code a route can answer with: always 500 and 503 (shutdown); by its class

@@ -3,7 +3,7 @@ import { recordAudit } from '../audit/audit.ts';
 import { AppError } from '../http/errors.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { unitOfWork } from '../http/unit-of-work.ts';
-import { createOrganization, getOrganization, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
+import { createOrganization, getOrganization, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { requireUser } from './authorize.ts';
 import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, UserSchema } from './schemas.ts';
@@ -37,7 +37,7 @@ function register(app: TypedFastify, services: Services): void {
     },
     async (request, reply) => {
       const body = request.body;
-      await rateLimiter.checkEmail(request, reply, body.email);
+      await rateLimiter.checkEmail(request, reply, normalizeEmail(body.email));
       // Hash before opening the transaction: never hold the database across 0.4 s of scrypt.
       const passwordHash = await passwords.hash(body.password, request.ip);
       const name = (body.name ?? '').trim();

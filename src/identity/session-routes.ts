@@ -9,7 +9,7 @@ import { AppError } from '../http/errors.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
 import { newId as ulid } from '../lib/ids.ts';
-import { createOrganization, membershipOf, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
+import { createOrganization, membershipOf, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { SESSION_COOKIE } from './authenticate.ts';
 import { CSRF_COOKIE } from './csrf.ts';
@@ -52,7 +52,7 @@ export function login(app: TypedFastify, services: Services): void {
       // An address over its limit of failed sign-ins is refused before the password is hashed.
       rateLimiter.failures.assertAllowed(request.ip);
       const body = request.body;
-      await rateLimiter.checkEmail(request, reply, body.email);
+      await rateLimiter.checkEmail(request, reply, normalizeEmail(body.email));
       const user = await findUserByEmail(services.db, body.email);
       // Unknown e-mails cost the same scrypt work and get the same answer.
       const valid = user ? await passwords.verify(body.password, user.passwordHash, request.ip) : await passwords.verifyDummy(body.password, request.ip);
