@@ -121,20 +121,22 @@ export async function checkCredential(db: Db, credential: DeferredCredential, vi
 export function principalFromCaller(
   credential: { kind: CredentialKind },
   row: CallerColumns | undefined,
-  via: { viaCookie?: boolean; impersonatorId?: string } = {},
+  via?: { viaCookie?: boolean; impersonatorId?: string },
 ): Principal {
   if (!row?.caller_active || !row.caller_organization_id || !row.caller_credential_id) {
     throw new AppError('UNAUTHENTICATED', { message: credential.kind === 'jwt' ? 'The session has ended; sign in again' : 'Invalid, expired or revoked token' });
   }
   if (!row.caller_role) throw new AppError('FORBIDDEN', { message: 'You are no longer a member of this organization' });
-  return {
+  const principal: Principal = {
     kind: credential.kind,
     userId: row.caller_user_id,
     organizationId: row.caller_organization_id,
     role: row.caller_role,
     credentialId: row.caller_credential_id,
     systemAdmin: row.caller_system_admin === true,
-    ...(via.impersonatorId ? { impersonatorId: via.impersonatorId } : {}),
-    viaCookie: via.viaCookie ?? false,
+    viaCookie: via?.viaCookie ?? false,
   };
+  // Only an impersonated principal has the key at all (a token read's principal stays the plain shape).
+  if (via?.impersonatorId) principal.impersonatorId = via.impersonatorId;
+  return principal;
 }
