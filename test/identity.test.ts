@@ -306,6 +306,16 @@ describe('impersonation', () => {
 });
 
 describe('CSRF', () => {
+  it('refuses a cookie-authenticated text/plain body with 403 CSRF_INVALID, before the body is read (415)', async () => {
+    const account = await registerAndLogin(t.fastify, 'csrf-text');
+    const headers = { ...browser(account), 'content-type': 'text/plain' };
+    const res = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers, payload: JSON.stringify({ name: 'x' }) });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().code).toBe('CSRF_INVALID');
+    const withHeaderCredentials = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: { ...bearer(account.token), 'content-type': 'text/plain' }, payload: '{}' });
+    expect(withHeaderCredentials.statusCode).toBe(415);
+  });
+
   it('requires the token for cookie-authenticated unsafe requests, and not for header credentials', async () => {
     const account = await registerAndLogin(t.fastify, 'csrf');
     const cookieOnly = { cookie: `session=${account.cookies.session}; csrf_token=${account.cookies.csrf_token}` };
