@@ -61,6 +61,7 @@ export async function organizationsOf(db: Db, userId: string): Promise<Organizat
     .orderBy(asc(memberships.createdAt), asc(organizations.id));
 }
 
+/** The organization `organizationId`, or null. */
 export async function getOrganization(db: Db, organizationId: string): Promise<OrganizationRef | null> {
   const [row] = await db.select({ id: organizations.id, name: organizations.name }).from(organizations).where(eq(organizations.id, organizationId));
   return row ?? null;
