@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { type App, buildApp } from './app.ts';
+import { storeGeneratedSecrets } from './config/generated-secrets.ts';
 import type { Config } from './config/load.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { createLogger } from './http/logging.ts';
@@ -19,8 +20,10 @@ export async function openDatabase(config: Config): Promise<Database> {
   return openPglite({ dataDir: config.db.dataDir });
 }
 
-/** Starts the whole service: database, migrations, HTTP listener. */
+/** Starts the whole service: generated secrets stored, database, migrations, HTTP listener. */
 export async function startServer(config: Config, logger = createLogger({ level: config.log.level })): Promise<Server> {
+  // Loading the configuration only read; keeping what development mode generated is start-up's first step.
+  storeGeneratedSecrets(config.secretsToStore);
   for (const name of config.generatedSecrets) {
     logger.warn(
       { setting: name, dataDir: config.db.dataDir },

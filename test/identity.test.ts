@@ -167,7 +167,7 @@ describe('credentials', () => {
     expect(JSON.stringify(listed)).not.toContain(pat.token);
     await expect.poll(async () => (await listPersonalAccessTokens(deps))[0]?.lastUsedAt).toBeInstanceOf(Date);
 
-    await revokePersonalAccessToken(deps, pat.id);
+    await revokePersonalAccessToken(deps, { id: pat.id });
     expect((await access(bearer(pat.token))).statusCode).toBe(401);
 
     const expiring = await createPersonalAccessToken(deps, { name: 'short', expiresAt: new Date(Date.now() + 1500) });
@@ -184,10 +184,10 @@ describe('credentials', () => {
     expect(created.token).toMatch(/^tsa_/);
     const me = (await access(bearer(created.token))).json();
     expect(me).toMatchObject({ user: null, authMethod: 'api_token', organization: { id: account.organizationId, role: 'admin' } });
-    expect((await listApiTokens(deps, account.organizationId)).map((token) => token.id)).toEqual([created.id]);
+    expect((await listApiTokens(deps, { organizationId: account.organizationId })).map((token) => token.id)).toEqual([created.id]);
     const org = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(created.token), payload: { name: 'No' } });
     expect(org.statusCode).toBe(403);
-    await revokeApiToken(deps, account.organizationId, created.id);
+    await revokeApiToken(deps, { organizationId: account.organizationId, id: created.id });
     expect((await access(bearer(created.token))).statusCode).toBe(401);
   });
 
@@ -236,30 +236,30 @@ describe('organizations and memberships', () => {
     const events = { outbox: t.app.services.outbox, afterCommit: (fn: () => unknown) => void fn() };
     const ownerDeps = { db: t.database.db, actor: { principal: jwtPrincipal(owner), requestId: null }, ...events };
     // Membership by invitation: each accepts with their own session; e-mails match in any letter case.
-    const toAlice = await inviteMember(ownerDeps, org, alice.email.toUpperCase(), 'admin');
-    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(alice), requestId: null } }, toAlice.id);
-    const toBob = await inviteMember(ownerDeps, org, bob.email, 'member');
-    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(bob), requestId: null } }, toBob.id);
-    await expect(inviteMember(ownerDeps, org, bob.email, 'member')).rejects.toMatchObject({ code: 'CONFLICT' });
+    const toAlice = await inviteMember(ownerDeps, { organizationId: org, email: alice.email.toUpperCase(), role: 'admin' });
+    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(alice), requestId: null } }, { id: toAlice.id });
+    const toBob = await inviteMember(ownerDeps, { organizationId: org, email: bob.email, role: 'member' });
+    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(bob), requestId: null } }, { id: toBob.id });
+    await expect(inviteMember(ownerDeps, { organizationId: org, email: bob.email, role: 'member' })).rejects.toMatchObject({ code: 'CONFLICT' });
     // An address without an account is invited like any other: no error that would tell it apart.
-    expect(await inviteMember(ownerDeps, org, 'ghost@example.com', 'member')).toMatchObject({ email: 'ghost@example.com', role: 'member', status: 'pending' });
-    expect((await listMembers(ownerDeps, org)).map((m) => [m.user.email, m.role])).toEqual([
+    expect(await inviteMember(ownerDeps, { organizationId: org, email: 'ghost@example.com', role: 'member' })).toMatchObject({ email: 'ghost@example.com', role: 'member', status: 'pending' });
+    expect((await listMembers(ownerDeps, { organizationId: org })).map((m) => [m.user.email, m.role])).toEqual([
       [owner.email, 'owner'],
       [alice.email, 'admin'],
       [bob.email, 'member'],
     ]);
 
     const aliceDeps = { db: t.database.db, actor: { principal: { ...jwtPrincipal(alice), organizationId: org, role: 'admin' as const }, requestId: null } };
-    await expect(setMemberRole(aliceDeps, org, bob.email, 'owner')).rejects.toMatchObject({ code: 'FORBIDDEN' });
-    await expect(removeMember(aliceDeps, org, owner.email)).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(setMemberRole(aliceDeps, { organizationId: org, email: bob.email, role: 'owner' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(removeMember(aliceDeps, { organizationId: org, email: owner.email })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     const bobDeps = { db: t.database.db, actor: { principal: { ...jwtPrincipal(bob), organizationId: org, role: 'member' as const }, requestId: null }, ...events };
-    await expect(inviteMember(bobDeps, org, alice.email, 'member')).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(inviteMember(bobDeps, { organizationId: org, email: alice.email, role: 'member' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
 
-    await expect(setMemberRole(ownerDeps, org, owner.email, 'admin')).rejects.toMatchObject({ code: 'CONFLICT' });
-    await expect(removeMember(ownerDeps, org, owner.email)).rejects.toMatchObject({ code: 'CONFLICT' });
-    await setMemberRole(ownerDeps, org, alice.email, 'owner');
-    await setMemberRole(ownerDeps, org, owner.email, 'member');
-    expect((await listMembers(ownerDeps, org)).find((m) => m.user.email === owner.email)?.role).toBe('member');
+    await expect(setMemberRole(ownerDeps, { organizationId: org, email: owner.email, role: 'admin' })).rejects.toMatchObject({ code: 'CONFLICT' });
+    await expect(removeMember(ownerDeps, { organizationId: org, email: owner.email })).rejects.toMatchObject({ code: 'CONFLICT' });
+    await setMemberRole(ownerDeps, { organizationId: org, email: alice.email, role: 'owner' });
+    await setMemberRole(ownerDeps, { organizationId: org, email: owner.email, role: 'member' });
+    expect((await listMembers(ownerDeps, { organizationId: org })).find((m) => m.user.email === owner.email)?.role).toBe('member');
   });
 
   it('takes access away from a removed member at once', async () => {
@@ -270,7 +270,7 @@ describe('organizations and memberships', () => {
     const switched = await t.fastify.inject({ method: 'POST', url: '/v1/account/switch', headers: bearer(member.token), payload: { organizationId: owner.organizationId } });
     const token = switched.json().accessToken as string;
     expect((await access(bearer(token))).json().organization.role).toBe('member');
-    await removeMember(deps, owner.organizationId, member.email);
+    await removeMember(deps, { organizationId: owner.organizationId, email: member.email });
     const after = await access(bearer(token));
     expect(after.statusCode).toBe(403);
   });
@@ -306,6 +306,16 @@ describe('impersonation', () => {
 });
 
 describe('CSRF', () => {
+  it('refuses a cookie-authenticated text/plain body with 403 CSRF_INVALID, before the body is read (415)', async () => {
+    const account = await registerAndLogin(t.fastify, 'csrf-text');
+    const headers = { ...browser(account), 'content-type': 'text/plain' };
+    const res = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers, payload: JSON.stringify({ name: 'x' }) });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().code).toBe('CSRF_INVALID');
+    const withHeaderCredentials = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: { ...bearer(account.token), 'content-type': 'text/plain' }, payload: '{}' });
+    expect(withHeaderCredentials.statusCode).toBe(415);
+  });
+
   it('requires the token for cookie-authenticated unsafe requests, and not for header credentials', async () => {
     const account = await registerAndLogin(t.fastify, 'csrf');
     const cookieOnly = { cookie: `session=${account.cookies.session}; csrf_token=${account.cookies.csrf_token}` };

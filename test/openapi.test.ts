@@ -23,11 +23,63 @@ describe('GET /api-docs', () => {
     const document = (await t.fastify.inject({ url: '/api-docs' })).json();
     expect(Object.keys(document.paths)).toEqual(expect.arrayContaining(['/livez', '/readyz', '/api-docs']));
     const readyz = document.paths['/readyz'].get;
-    expect(Object.keys(readyz.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '404', '500', '503']));
-    expect(readyz.responses['404'].content['application/json'].schema.required).toEqual(['success', 'error', 'code', 'requestId']);
+    expect(Object.keys(readyz.responses)).toEqual(['200', '500', '503']);
+    expect(readyz.responses['500'].content['application/json'].schema.required).toEqual(['success', 'error', 'code', 'requestId']);
     expect(readyz.security).toEqual([]);
     expect(document.components.securitySchemes).toHaveProperty('bearerAuth');
     for (const path of Object.keys(document.paths)) expect(path.startsWith('/v1/') || !path.includes('v1')).toBe(true);
+  });
+});
+
+describe('documented error responses', () => {
+  /** Status → the codes its description lists, for one operation. */
+  function errorsOf(operation: { responses: Record<string, { description: string }> }): Record<string, string[]> {
+    return Object.fromEntries(Object.entries(operation.responses).filter(([status]) => Number(status) >= 400).map(([status, response]) => [status, response.description.split(', ')]));
+  }
+
+  it('lists per route only what it can answer: an unauthenticated route 500 and 503', async () => {
+    const document = (await t.fastify.inject({ url: '/api-docs' })).json();
+    expect(Object.keys(document.paths['/livez'].get.responses)).toEqual(['200', '500', '503']);
+    expect(errorsOf(document.paths['/api-docs'].get)).toEqual({ '500': ['INTERNAL'], '503': ['SERVICE_UNAVAILABLE'] });
+    expect(errorsOf(document.paths['/query'].get)).toMatchObject({ '405': ['METHOD_NOT_ALLOWED'] });
+  });
+
+  it('adds the class\'s codes: an authenticated GET without parameters documents no 404, 413 or 415', async () => {
+    const document = (await t.fastify.inject({ url: '/api-docs' })).json();
+    expect(errorsOf(document.paths['/v1/account/access'].get)).toEqual({
+      '400': ['INVALID_INPUT'],
+      '401': ['UNAUTHENTICATED'],
+      '403': ['FORBIDDEN'],
+      '429': ['RATE_LIMITED'],
+      '500': ['INTERNAL'],
+      '503': ['SERVICE_UNAVAILABLE'],
+    });
+    expect(errorsOf(document.paths['/v1/csrf'].get)).toEqual({ '429': ['RATE_LIMITED'], '500': ['INTERNAL'], '503': ['SERVICE_UNAVAILABLE'] });
+  });
+
+  it('adds the body\'s codes and CSRF on unsafe methods, and the codes a route declares', async () => {
+    const document = (await t.fastify.inject({ url: '/api-docs' })).json();
+    expect(errorsOf(document.paths['/v1/login'].post)).toEqual({
+      '400': ['INVALID_INPUT'],
+      '401': ['UNAUTHENTICATED'],
+      '403': ['CSRF_INVALID'],
+      '413': ['PAYLOAD_TOO_LARGE'],
+      '415': ['UNSUPPORTED_MEDIA_TYPE'],
+      '429': ['RATE_LIMITED'],
+      '500': ['INTERNAL'],
+      '503': ['SERVICE_UNAVAILABLE'],
+    });
+    expect(errorsOf(document.paths['/v1/register'].post)['409']).toEqual(['CONFLICT']);
+    expect(errorsOf(document.paths['/v1/logout'].post)['403']).toEqual(['FORBIDDEN', 'CSRF_INVALID']);
+    expect(document.paths['/v1/logout'].post.security).toEqual([{ bearerAuth: [] }, { sessionCookie: [] }]);
+  });
+
+  it('never documents the HTTP layer\'s own codes (408, 431) on a route', async () => {
+    const document = (await t.fastify.inject({ url: '/api-docs' })).json();
+    for (const item of Object.values(document.paths) as Record<string, { responses: Record<string, unknown> }>[]) {
+      for (const operation of Object.values(item)) expect(Object.keys(operation.responses)).not.toEqual(expect.arrayContaining(['408']));
+      for (const operation of Object.values(item)) expect(Object.keys(operation.responses)).not.toEqual(expect.arrayContaining(['431']));
+    }
   });
 });
 

@@ -1,23 +1,48 @@
 import { sql } from 'drizzle-orm';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
+import { ErrorLogThrottle } from '../src/http/error-handler.ts';
 import { AppError } from '../src/http/errors.ts';
-import { ErrorLogThrottle } from '../src/http/pipeline.ts';
+import { STEP_NAMES, type Step } from '../src/http/pipeline.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 
-const FULL_CHAIN = [
-  'request-id', 'logging', 'recovery', 'mime', 'transaction',
-  'impersonation', 'authentication', 'system-admin', 'csrf', 'rate-limit', 'handler',
-];
+const BASE = ['request-id', 'logging', 'recovery', 'mime', 'transaction'];
+const FULL_CHAIN = [...BASE, 'impersonation', 'authentication', 'system-admin', 'csrf', 'rate-limit', 'handler'];
+const SLOT_STEPS = ['impersonation', 'authentication', 'system-admin', 'csrf', 'rate-limit'];
 
 let t: TestApp;
 const seen: Record<string, string[]> = {};
 const afterCommitSeen: { id: string; visibleFromOutside: boolean }[] = [];
+/** Per request id: the runner's trace when the answer went out (what the pipeline ran, in order). */
+const traces = new Map<string, string[]>();
+/** Per request id: the slot steps that ran, as recorded by the steps themselves. */
+const ran = new Map<string, string[]>();
+const handled = new Set<string>();
+
+/**
+ * A stand-in for a step 6–9: notes that it ran, fails when `x-fail-at` names it, then
+ * does `inner` (the authentication stand-in lets requests carrying `x-test-user` through).
+ */
+function spy(name: string, inner?: (request: FastifyRequest) => void): Step {
+  return async (request: FastifyRequest, _reply: FastifyReply) => {
+    ran.set(request.id, [...(ran.get(request.id) ?? []), name]);
+    if (request.headers['x-fail-at'] === name) throw new AppError(name === 'authentication' ? 'UNAUTHENTICATED' : 'FORBIDDEN', { message: `failed at ${name}` });
+    inner?.(request);
+  };
+}
 
 async function probeRows(id: string): Promise<number> {
   const rows = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM probe WHERE id = ${id}`);
   return rows[0]?.n ?? 0;
 }
+
+const echoBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: { name: { type: 'string', minLength: 1 }, password: { type: 'string' }, count: { type: 'integer' } },
+} as const;
 
 beforeAll(async () => {
   t = await createTestApp({
@@ -29,18 +54,29 @@ beforeAll(async () => {
       );
     },
     slots: {
-      // Stand-ins for the identity feature: let requests carrying `x-test-user` through.
-      authentication: (request) => {
+      impersonation: spy('impersonation'),
+      authentication: spy('authentication', (request) => {
         if (request.headers['x-test-user'] !== 'yes') throw new AppError('UNAUTHENTICATED');
-      },
+      }),
+      systemAdmin: spy('system-admin'),
+      csrf: spy('csrf'),
+      rateLimit: spy('rate-limit'),
     },
     routes: (app) => {
+      app.addHook('onResponse', async (request) => {
+        traces.set(request.id, [...request.ctx.trace]);
+      });
       for (const auth of ['authenticated', 'public', 'unauthenticated'] as const) {
-        app.get(`/test/trace/${auth}`, { config: { auth }, schema: { hide: true } }, async (request) => {
+        app.get(`/test/trace/${auth}`, { config: { auth, noStore: true }, schema: { hide: true } }, async (request) => {
           seen[auth] = [...request.ctx.trace];
+          handled.add(request.id);
           return { ok: true, hasLog: typeof request.ctx.log.info === 'function', requestId: request.ctx.requestId };
         });
       }
+      app.post('/test/authenticated-body', { config: { auth: 'authenticated' }, schema: { hide: true, body: echoBody } }, async (request) => {
+        handled.add(request.id);
+        return { ok: true };
+      });
       app.post('/test/write/:id', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request) => {
         const { id } = request.params as { id: string };
         const tx = await request.ctx.tx();
@@ -60,26 +96,11 @@ beforeAll(async () => {
       app.get('/test/throws', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async () => {
         throw new TypeError('secret internals: SELECT * FROM users');
       });
-      app.post(
-        '/test/echo',
-        {
-          config: { auth: 'public' },
-          schema: {
-            hide: true,
-            body: {
-              type: 'object',
-              additionalProperties: false,
-              required: ['name'],
-              properties: { name: { type: 'string', minLength: 1 }, password: { type: 'string' }, count: { type: 'integer' } },
-            },
-          },
-        },
-        async (request) => {
-          // A careless handler: logs headers and body. The logger must still keep secrets out.
-          request.log.info({ headers: request.headers, body: request.body }, 'echo');
-          return { ok: true };
-        },
-      );
+      app.post('/test/echo', { config: { auth: 'public' }, schema: { hide: true, body: echoBody } }, async (request) => {
+        // A careless handler: logs headers and body. The logger must still keep secrets out.
+        request.log.info({ headers: request.headers, body: request.body }, 'echo');
+        return { ok: true };
+      });
     },
   });
 });
@@ -88,22 +109,57 @@ afterAll(async () => {
   await t?.close();
 });
 
+/** Sends a request with its own id; returns the answer with what the pipeline ran for it. */
+async function traced(options: { method?: 'GET' | 'POST'; url: string; headers?: Record<string, string>; payload?: string }) {
+  const id = `trace-${Math.random().toString(36).slice(2)}`;
+  const res = await t.fastify.inject({ method: options.method ?? 'GET', url: options.url, headers: { 'x-request-id': id, ...options.headers }, ...(options.payload === undefined ? {} : { payload: options.payload }) });
+  await expect.poll(() => traces.has(id)).toBe(true);
+  return { res, trace: traces.get(id), slotsRan: ran.get(id) ?? [], handled: handled.has(id), logged: t.logs.entries.filter((entry) => entry.requestId === id).map((entry) => entry.msg) };
+}
+
 describe('pipeline order', () => {
+  it('lists the contract\'s steps in the contract\'s order', () => {
+    expect([...STEP_NAMES]).toEqual([...BASE, ...SLOT_STEPS]);
+  });
+
   it('runs base + 6–9 on authenticated routes, in order', async () => {
     const res = await t.fastify.inject({ method: 'GET', url: '/test/trace/authenticated', headers: { 'x-test-user': 'yes' } });
     expect(res.statusCode).toBe(200);
     expect(res.json().hasLog).toBe(true);
     expect(seen.authenticated).toEqual(FULL_CHAIN);
+    const { trace, slotsRan, handled: reached } = await traced({ url: '/test/trace/authenticated', headers: { 'x-test-user': 'yes' } });
+    expect(trace).toEqual(FULL_CHAIN);
+    // The steps' own record agrees with the runner's: each ran when it was recorded, in that order.
+    expect(slotsRan).toEqual(SLOT_STEPS);
+    expect(reached).toBe(true);
   });
 
   it('runs base + 9 on public routes', async () => {
     await t.fastify.inject({ method: 'GET', url: '/test/trace/public' });
     expect(seen.public).toEqual(['request-id', 'logging', 'recovery', 'mime', 'transaction', 'csrf', 'rate-limit', 'handler']);
+    expect((await traced({ url: '/test/trace/public' })).slotsRan).toEqual(['csrf', 'rate-limit']);
   });
 
   it('runs only the base on unauthenticated routes', async () => {
     await t.fastify.inject({ method: 'GET', url: '/test/trace/unauthenticated' });
     expect(seen.unauthenticated).toEqual(['request-id', 'logging', 'recovery', 'mime', 'transaction', 'handler']);
+    expect((await traced({ url: '/test/trace/unauthenticated' })).slotsRan).toEqual([]);
+  });
+
+  it('stops at a step that fails: no later step and no handler runs, and the earlier ones did their work', async () => {
+    for (const [index, step] of SLOT_STEPS.entries()) {
+      const { res, trace, slotsRan, handled: reached, logged } = await traced({ url: '/test/trace/authenticated', headers: { 'x-test-user': 'yes', 'x-fail-at': step } });
+      expect(res.statusCode, step).toBe(step === 'authentication' ? 401 : 403);
+      expect(res.json().error, step).toBe(`failed at ${step}`);
+      expect(trace, step).toEqual([...BASE, ...SLOT_STEPS.slice(0, index + 1)]);
+      expect(slotsRan, step).toEqual(SLOT_STEPS.slice(0, index + 1));
+      expect(reached, step).toBe(false);
+      // Steps 1–4 ran before it: the answer has its id, the start line was logged, no-store and JSON were set.
+      expect(res.headers['x-request-id']).toBe(res.json().requestId);
+      expect(logged).toEqual(['request start', 'request finish']);
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+    }
   });
 
   it('rejects an authenticated route without credentials with 401 before the handler', async () => {
@@ -112,6 +168,26 @@ describe('pipeline order', () => {
     expect(res.statusCode).toBe(401);
     expect(res.json()).toEqual({ success: false, error: 'Authentication required', code: 'UNAUTHENTICATED', requestId: 'r-401' });
     expect(seen.authenticated).toBeUndefined();
+    expect(traces.get('r-401')).toEqual([...BASE, 'impersonation', 'authentication']);
+  });
+
+  it('answers an unauthenticated request 401 whatever its body: authentication runs before the body is read', async () => {
+    const big = JSON.stringify({ name: 'x'.repeat(1024 * 1024) });
+    const bodies = [
+      { headers: { 'content-type': 'text/plain' }, payload: 'name=a', withCredentials: 415 },
+      { headers: { 'content-type': 'application/json' }, payload: big, withCredentials: 413 },
+      { headers: { 'content-type': 'application/json' }, payload: '{"name":', withCredentials: 400 },
+    ];
+    for (const body of bodies) {
+      const anonymous = await traced({ method: 'POST', url: '/test/authenticated-body', headers: body.headers, payload: body.payload });
+      expect(anonymous.res.statusCode, body.headers['content-type']).toBe(401);
+      expect(anonymous.trace).toEqual([...BASE, 'impersonation', 'authentication']);
+      const signedIn = await traced({ method: 'POST', url: '/test/authenticated-body', headers: { ...body.headers, 'x-test-user': 'yes' }, payload: body.payload });
+      expect(signedIn.res.statusCode).toBe(body.withCredentials);
+      // Every step ran, then the body was refused: the handler never did.
+      expect(signedIn.trace).toEqual(FULL_CHAIN.slice(0, -1));
+      expect(signedIn.handled).toBe(false);
+    }
   });
 
   it('refuses to register a route that declares no auth class', async () => {

@@ -1,8 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { storeGeneratedSecrets } from './generated-secrets.ts';
 import { ConfigError, loadConfig } from './load.ts';
 
 const KEY = Buffer.alloc(32, 3).toString('base64');
@@ -112,6 +113,25 @@ describe('loadConfig', () => {
     const config = loadConfig({ env: { DATA_DIR: mkdtempSync(join(tmpdir(), 'tessera-dev-')) }, persistGeneratedSecrets: false });
     expect(config.generatedSecrets).toEqual(['ENCRYPTION_KEYS', 'JWT_SECRET']);
     expect(config.keyring.keys.get(config.keyring.activeId)?.length).toBe(32);
+  });
+
+  it('only reads DATA_DIR: generated secrets are written by start-up, 0600, and read back by the next load', () => {
+    const dataDir = join(mkdtempSync(join(tmpdir(), 'tessera-dev-')), 'data');
+    const first = loadConfig({ env: { DATA_DIR: dataDir } });
+    expect(existsSync(dataDir)).toBe(false);
+    expect(first.generatedSecrets).toEqual(['ENCRYPTION_KEYS', 'JWT_SECRET']);
+    expect(first.secretsToStore?.file).toBe(join(dataDir, 'generated-secrets.json'));
+
+    storeGeneratedSecrets(first.secretsToStore);
+    expect(readdirSync(dataDir)).toEqual(['generated-secrets.json']);
+    expect(statSync(join(dataDir, 'generated-secrets.json')).mode & 0o777).toBe(0o600);
+
+    const second = loadConfig({ env: { DATA_DIR: dataDir } });
+    expect(second.secretsToStore).toBeNull();
+    expect(second.generatedSecrets).toEqual(['ENCRYPTION_KEYS', 'JWT_SECRET']);
+    expect(second.keyring).toEqual(first.keyring);
+    expect(second.jwtKeys).toEqual(first.jwtKeys);
+    expect(loadConfig({ env: { ...base, DATA_DIR: dataDir } }).secretsToStore).toBeNull();
   });
 
   it('rejects unknown settings in the config file', () => {

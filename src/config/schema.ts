@@ -5,6 +5,8 @@ import { type Static, type TSchema, Type } from 'typebox';
  * environment variable that sets it, and whether it is a secret. A secret's value never
  * appears in any message, whatever is wrong with it (CONTRACT.md §1). The environment
  * table (`settingsOf`) is derived from these declarations, so there is one list to keep.
+ * Rules beyond type and bounds (the https rule, CIDRs, key formats…) are the table
+ * `SETTING_CHECKS` in checks.ts, one line per setting.
  */
 interface SettingOptions {
   env?: string;
@@ -23,7 +25,7 @@ const Text = (env: string, extra: Record<string, unknown> = {}, secret = false) 
 const List = (env: string) => setting(Type.Array(Type.String({ minLength: 1 }), { default: [] }), { env });
 const Flag = (env: string, defaultValue: boolean) => setting(Type.Boolean({ default: defaultValue }), { env });
 
-/** A provider's settings; the environment's `INTEGRATION_OAUTH_<P>_<KEY>` map onto them (load.ts). */
+/** A provider's settings; the environment's `INTEGRATION_OAUTH_<P>_<KEY>` map onto them (sources.ts). */
 const ProviderSettings = Type.Object(
   {
     clientId: Type.Optional(Type.String({ minLength: 1 })),

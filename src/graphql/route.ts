@@ -1,18 +1,14 @@
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger } from 'fastify';
 import { type DocumentNode, GraphQLError, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
-import { Type } from 'typebox';
+import { type Static, Type } from 'typebox';
 import { AppError } from '../http/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
+import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';
 import { documentCost, tooExpensive } from './limits.ts';
-import { type GraphQLContext, graphqlSchema } from './schema.ts';
-
-interface Operation {
-  query: string;
-  variables?: Record<string, unknown> | null;
-  operationName?: string | null;
-}
+import type { GraphQLContext } from './context.ts';
+import { graphqlSchema } from './schema.ts';
 
 interface FormattedError {
   message: string;
@@ -37,15 +33,72 @@ const OperationSchema = Type.Object(
  * `application/graphql` parser). If any operation of the request fails, the request's
  * writes roll back.
  */
-export async function graphqlRoutes(app: FastifyInstance, services: Services): Promise<void> {
+export async function graphqlRoutes(app: TypedFastify, services: Services): Promise<void> {
+  const { config } = services;
+  const schema = graphqlSchema();
+  const format = (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => formatError(error, log, config.graphql.introspection);
+  await registerExecutor(app, services, format);
+
+  app.get(
+    '/query',
+    {
+      config: { auth: 'unauthenticated', errors: ['METHOD_NOT_ALLOWED'] },
+      schema: { summary: 'GraphQL is POST only', tags: ['graphql'], response: { 405: { ...ErrorResponse, description: 'METHOD_NOT_ALLOWED' } } },
+    },
+    async () => {
+      throw new AppError('METHOD_NOT_ALLOWED', { message: 'GraphQL queries and mutations are sent with POST /query' });
+    },
+  );
+
+  app.post(
+    '/query',
+    {
+      config: { auth: 'authenticated', errors: [] },
+      schema: {
+        summary: 'The GraphQL endpoint for user-facing business APIs (schema: docs/schema.graphql)',
+        tags: ['graphql'],
+        body: Type.Union([OperationSchema, Type.Array(OperationSchema, { minItems: 1 })]),
+        response: {
+          200: { description: 'GraphQL result(s): `{data, errors?}`, or an array for a batch' },
+          400: { description: 'A document that does not parse or validate (GraphQL error shape), or a REST-shaped input error' },
+        },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const batch = Array.isArray(body);
+      const operations = batch ? body : [body];
+      if (operations.length > config.graphql.maxBatch) {
+        throw new AppError('INVALID_INPUT', { message: `At most ${config.graphql.maxBatch} operations per batch`, details: [{ path: 'body', message: 'too many operations' }] });
+      }
+      // Every document is read first: the cost budget is the whole request's, and nothing runs when it is over.
+      const documents = operations.map(readDocument);
+      let cost = 0;
+      for (const [index, document] of documents.entries()) {
+        if (!(document instanceof GraphQLError)) cost += documentCost(schema, document, operations[index]?.variables, config.graphql.maxCost - cost);
+      }
+      if (cost > config.graphql.maxCost) {
+        reply.code(400);
+        const rejected = operations.map(() => ({ errors: [format(tooExpensive(config.graphql.maxCost), request.log)] }));
+        return batch ? rejected : rejected[0];
+      }
+      const context: GraphQLContext = { request, services };
+      const { results, failed, refused } = await runOperations(app, context, operations, documents, (error) => format(error, request.log));
+      if (refused) reply.code(400);
+      // Mutations of one request commit together or not at all.
+      if (failed) await request.ctx.rollback();
+      return batch ? results : results[0];
+    },
+  );
+}
+
+/** mercurius, as the executor only: its own routes and `application/graphql` parser off, errors in the contract's codes. */
+async function registerExecutor(app: TypedFastify, services: Services, format: (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => FormattedError): Promise<void> {
   const { config } = services;
   const rules: ValidationRule[] = [];
   if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
-  const schema = graphqlSchema();
-  const format = (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => formatError(error, log, config.graphql.introspection);
-
   await app.register(mercurius, {
-    schema,
+    schema: graphqlSchema(),
     routes: false,
     graphiql: false,
     queryDepth: config.graphql.maxDepth,
@@ -58,84 +111,55 @@ export async function graphqlRoutes(app: FastifyInstance, services: Services): P
       },
     }),
   });
+}
 
-  app.get(
-    '/query',
-    {
-      config: { auth: 'unauthenticated' },
-      schema: { summary: 'GraphQL is POST only', tags: ['graphql'], response: { 405: { ...ErrorResponse, description: 'METHOD_NOT_ALLOWED' } } },
-    },
-    async () => {
-      throw new AppError('METHOD_NOT_ALLOWED', { message: 'GraphQL queries and mutations are sent with POST /query' });
-    },
-  );
+type Operation = Static<typeof OperationSchema>;
 
-  app.post(
-    '/query',
-    {
-      config: { auth: 'authenticated' },
-      schema: {
-        summary: 'The GraphQL endpoint for user-facing business APIs (schema: docs/schema.graphql)',
-        tags: ['graphql'],
-        body: Type.Union([OperationSchema, Type.Array(OperationSchema, { minItems: 1 })]),
-        response: {
-          200: { description: 'GraphQL result(s): `{data, errors?}`, or an array for a batch' },
-          400: { description: 'A document that does not parse or validate (GraphQL error shape), or a REST-shaped input error' },
-        },
-      },
-    },
-    async (request, reply) => {
-      const body = request.body as Operation | Operation[];
-      const batch = Array.isArray(body);
-      const operations = batch ? body : [body];
-      if (operations.length > config.graphql.maxBatch) {
-        throw new AppError('INVALID_INPUT', { message: `At most ${config.graphql.maxBatch} operations per batch`, details: [{ path: 'body', message: 'too many operations' }] });
-      }
-      const context: GraphQLContext = { request, services };
-      // Every document is read first: the cost budget is the whole request's, and nothing runs when it is over.
-      const documents = operations.map((operation) => {
-        try {
-          // Only GraphQL text: mercurius would otherwise try the string as a JSON-encoded AST.
-          const document = parse(operation.query, { maxTokens: 20_000 });
-          rejectUnstorableStrings(document);
-          return document;
-        } catch (error) {
-          if (error instanceof GraphQLError) return error;
-          throw error;
-        }
-      });
-      let cost = 0;
-      for (const [index, document] of documents.entries()) {
-        if (!(document instanceof GraphQLError)) cost += documentCost(schema, document, operations[index]?.variables, config.graphql.maxCost - cost);
-      }
-      if (cost > config.graphql.maxCost) {
-        reply.code(400);
-        const rejected = operations.map(() => ({ errors: [format(tooExpensive(config.graphql.maxCost), request.log)] }));
-        return batch ? rejected : rejected[0];
-      }
-      const results: { data?: unknown; errors?: FormattedError[] }[] = [];
-      let failed = false;
-      for (const [index, operation] of operations.entries()) {
-        const document = documents[index];
-        try {
-          if (document instanceof GraphQLError) throw document;
-          const result = await app.graphql(operation.query, context as never, operation.variables ?? undefined, operation.operationName ?? undefined);
-          if (result.errors?.length) failed = true;
-          results.push(result as { data?: unknown; errors?: FormattedError[] });
-        } catch (error) {
-          // Documents that do not parse or validate (depth, cost, introspection): nothing ran.
-          const errors = error instanceof GraphQLError ? [error] : (error as { errors?: GraphQLError[] }).errors;
-          if (!errors) throw error;
-          failed = true;
-          reply.code(400);
-          results.push({ errors: errors.map((e) => format(e, request.log)) });
-        }
-      }
-      // Mutations of one request commit together or not at all.
-      if (failed) await request.ctx.rollback();
-      return batch ? results : results[0];
-    },
-  );
+/** An operation's document, or the GraphQLError that refuses it (syntax, unstorable strings). */
+function readDocument(operation: Operation): DocumentNode | GraphQLError {
+  try {
+    // Only GraphQL text: mercurius would otherwise try the string as a JSON-encoded AST.
+    const document = parse(operation.query, { maxTokens: 20_000 });
+    rejectUnstorableStrings(document);
+    return document;
+  } catch (error) {
+    if (error instanceof GraphQLError) return error;
+    throw error;
+  }
+}
+
+/**
+ * Runs the operations in order. `failed` when any ended in an error (the request's writes
+ * then roll back); `refused` when a document did not parse or validate, which nothing ran
+ * of (the answer is a 400).
+ */
+async function runOperations(
+  app: TypedFastify,
+  context: GraphQLContext,
+  operations: Operation[],
+  documents: (DocumentNode | GraphQLError)[],
+  format: (error: GraphQLError) => FormattedError,
+): Promise<{ results: { data?: unknown; errors?: FormattedError[] }[]; failed: boolean; refused: boolean }> {
+  const results: { data?: unknown; errors?: FormattedError[] }[] = [];
+  let failed = false;
+  let refused = false;
+  for (const [index, operation] of operations.entries()) {
+    const document = documents[index];
+    try {
+      if (document instanceof GraphQLError) throw document;
+      const result = await app.graphql(operation.query, context as never, operation.variables ?? undefined, operation.operationName ?? undefined);
+      if (result.errors?.length) failed = true;
+      results.push(result as { data?: unknown; errors?: FormattedError[] });
+    } catch (error) {
+      // Documents that do not parse or validate (depth, cost, introspection): nothing ran.
+      const errors = error instanceof GraphQLError ? [error] : (error as { errors?: GraphQLError[] }).errors;
+      if (!errors) throw error;
+      failed = true;
+      refused = true;
+      results.push({ errors: errors.map(format) });
+    }
+  }
+  return { results, failed, refused };
 }
 
 /** String literals PostgreSQL cannot store (NUL, unpaired surrogates) are input errors, not resolver failures. */

@@ -65,20 +65,29 @@ function openSegment(db: Db): Promise<Segment> {
 export class RequestContext {
   readonly requestId: string;
   readonly log: FastifyBaseLogger;
-  /** The root database, for system operations that commit on their own. */
-  readonly database: Db;
-  /** Pipeline steps in the order they ran (tests observe it). */
+  /** Names of the pipeline steps that ran, in order, recorded by the pipeline's runner as it ran them. */
   readonly trace: string[] = [];
   principal: Principal | null = null;
   /** User id asked for by `X-Impersonate-User`, decided once the caller is known. */
   impersonateUserId: string | null = null;
+  private root: Db | null = null;
   private segment: Promise<Segment> | null = null;
   private afterCommitQueue: (() => unknown)[] = [];
 
-  constructor(requestId: string, log: FastifyBaseLogger, database: Db) {
+  constructor(requestId: string, log: FastifyBaseLogger) {
     this.requestId = requestId;
     this.log = log;
-    this.database = database;
+  }
+
+  /** The root database, for system operations that commit on their own; there from the transaction step on. */
+  get database(): Db {
+    if (!this.root) throw new Error("the request has no database before the pipeline's transaction step");
+    return this.root;
+  }
+
+  /** The transaction step: from here on the request's transaction can open on `database` (lazily, on first `tx()`). */
+  useDatabase(database: Db): void {
+    this.root = database;
   }
 
   /** The request's transaction, opened on first use; requests that touch no table pay nothing. */

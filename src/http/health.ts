@@ -1,5 +1,5 @@
-import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/client.ts';
+import type { TypedFastify } from './typed.ts';
 import { HealthResponse } from './schemas.ts';
 
 /** A readiness condition: returns a short reason while not ready, or null. */
@@ -12,16 +12,16 @@ export interface Readiness {
 }
 
 /** `GET /livez` and `GET /readyz` (CONTRACT.md §1), unversioned and unauthenticated. */
-export function healthRoutes(app: FastifyInstance, database: Database, readiness: Readiness): void {
+export function healthRoutes(app: TypedFastify, database: Database, readiness: Readiness): void {
   const schema = (summary: string) => ({
     summary,
     tags: ['health'],
     response: { 200: HealthResponse, 503: HealthResponse },
   });
 
-  app.get('/livez', { config: { auth: 'unauthenticated' }, schema: schema('Process is up') }, async () => ({ status: 'ok' }));
+  app.get('/livez', { config: { auth: 'unauthenticated', errors: [] }, schema: schema('Process is up') }, async () => ({ status: 'ok' }));
 
-  app.get('/readyz', { config: { auth: 'unauthenticated' }, schema: schema('Ready to serve traffic') }, async (_request, reply) => {
+  app.get('/readyz', { config: { auth: 'unauthenticated', errors: [] }, schema: schema('Ready to serve traffic') }, async (_request, reply) => {
     const reason = await notReadyReason(database, readiness);
     if (reason) {
       reply.code(503);

@@ -1,6 +1,6 @@
-import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { type Database, queryRows, sql } from '../db/client.ts';
+import type { TypedFastify } from './typed.ts';
 
 /** The service's Prometheus metrics, one registry per app (tests build several). */
 export class Metrics {
@@ -40,51 +40,7 @@ export class Metrics {
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     });
-    new Gauge({
-      name: 'tessera_db_pool_connections',
-      help: 'Database pool connections by state',
-      labelNames: ['state'],
-      registers,
-      collect() {
-        const stats = database.poolStats();
-        this.set({ state: 'total' }, stats.total);
-        this.set({ state: 'idle' }, stats.idle);
-        this.set({ state: 'waiting' }, stats.waiting);
-      },
-    });
-    new Gauge({
-      name: 'tessera_integrations',
-      help: 'Integrations by status',
-      labelNames: ['status'],
-      registers,
-      async collect() {
-        const rows = await queryRows<{ status: string; n: number }>(database.db, sql`SELECT status, count(*)::int AS n FROM integrations GROUP BY status`);
-        this.reset();
-        for (const status of ['connected', 'warning', 'expired', 'invalid']) this.set({ status }, 0);
-        for (const row of rows) this.set({ status: row.status }, row.n);
-      },
-    });
-    new Gauge({
-      name: 'tessera_outbox_depth',
-      help: 'Event deliveries not yet delivered',
-      registers,
-      async collect() {
-        const [row] = await queryRows<{ n: number }>(database.db, sql`SELECT count(*)::int AS n FROM event_deliveries WHERE delivered_at IS NULL`);
-        this.set(row?.n ?? 0);
-      },
-    });
-    new Gauge({
-      name: 'tessera_outbox_oldest_pending_seconds',
-      help: 'Age of the oldest undelivered event delivery',
-      registers,
-      async collect() {
-        const [row] = await queryRows<{ age: number | null }>(
-          database.db,
-          sql`SELECT extract(epoch FROM now() - min(created_at))::float8 AS age FROM event_deliveries WHERE delivered_at IS NULL`,
-        );
-        this.set(row?.age ?? 0);
-      },
-    });
+    databaseGauges(database, registers);
   }
 
   request(method: string, route: string, status: number, seconds: number): void {
@@ -111,16 +67,65 @@ export class Metrics {
   }
 }
 
+/** Gauges read from the database when scraped: pool connections, integrations by status, the outbox's depth and age. */
+function databaseGauges(database: Database, registers: Registry[]): void {
+  new Gauge({
+    name: 'tessera_db_pool_connections',
+    help: 'Database pool connections by state',
+    labelNames: ['state'],
+    registers,
+    collect() {
+      const stats = database.poolStats();
+      this.set({ state: 'total' }, stats.total);
+      this.set({ state: 'idle' }, stats.idle);
+      this.set({ state: 'waiting' }, stats.waiting);
+    },
+  });
+  new Gauge({
+    name: 'tessera_integrations',
+    help: 'Integrations by status',
+    labelNames: ['status'],
+    registers,
+    async collect() {
+      const rows = await queryRows<{ status: string; n: number }>(database.db, sql`SELECT status, count(*)::int AS n FROM integrations GROUP BY status`);
+      this.reset();
+      for (const status of ['connected', 'warning', 'expired', 'invalid']) this.set({ status }, 0);
+      for (const row of rows) this.set({ status: row.status }, row.n);
+    },
+  });
+  new Gauge({
+    name: 'tessera_outbox_depth',
+    help: 'Event deliveries not yet delivered',
+    registers,
+    async collect() {
+      const [row] = await queryRows<{ n: number }>(database.db, sql`SELECT count(*)::int AS n FROM event_deliveries WHERE delivered_at IS NULL`);
+      this.set(row?.n ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'tessera_outbox_oldest_pending_seconds',
+    help: 'Age of the oldest undelivered event delivery',
+    registers,
+    async collect() {
+      const [row] = await queryRows<{ age: number | null }>(
+        database.db,
+        sql`SELECT extract(epoch FROM now() - min(created_at))::float8 AS age FROM event_deliveries WHERE delivered_at IS NULL`,
+      );
+      this.set(row?.age ?? 0);
+    },
+  });
+}
+
 /**
  * `GET /metrics` (Prometheus text), unauthenticated class, served only when
  * METRICS_ENABLED is set: keep it off the public network (scrape it on the private side).
  */
-export function metricsRoutes(app: FastifyInstance, metrics: Metrics, enabled: boolean): void {
+export function metricsRoutes(app: TypedFastify, metrics: Metrics, enabled: boolean): void {
   app.addHook('onResponse', async (request, reply) => {
     metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
   });
   if (!enabled) return;
-  app.get('/metrics', { config: { auth: 'unauthenticated' }, schema: { summary: 'Prometheus metrics (when METRICS_ENABLED)', tags: ['meta'], response: {} } }, async (_request, reply) => {
+  app.get('/metrics', { config: { auth: 'unauthenticated', errors: [] }, schema: { summary: 'Prometheus metrics (when METRICS_ENABLED)', tags: ['meta'], response: {} } }, async (_request, reply) => {
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });

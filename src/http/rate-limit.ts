@@ -7,8 +7,8 @@ type Limit = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 export interface RateLimiter {
   /** Step 9: per principal (a user, all their sessions and PATs; or an API token) when authenticated, else per client IP. */
   check: Limit;
-  /** Login and registration: per e-mail and client IP together, on top of per IP. */
-  checkEmail: Limit;
+  /** Login and registration: per `email` (normalized: `normalizeEmail`) and client IP together, on top of per IP. */
+  checkEmail: (request: FastifyRequest, reply: FastifyReply, email: string) => Promise<void>;
   /** Failed authentications per client IP (decision 78). */
   failures: FailedAuthentications;
 }
@@ -44,12 +44,15 @@ export async function createRateLimiter(app: FastifyInstance, options: { max: nu
     return key ? `cred:${key}` : `ip:${request.ip}`;
   });
   // Per e-mail *and* address: a flood of wrong passwords for one e-mail from elsewhere never
-  // refuses its owner on an address of their own (CONTRACT.md §4).
-  const byEmail = await limiter((request) => {
-    const email = (request.body as { email?: unknown } | undefined)?.email;
-    return `email:${typeof email === 'string' ? email.trim().toLowerCase() : ''} ip:${request.ip}`;
-  });
-  return { check: byCredential, checkEmail: byEmail, failures };
+  // refuses its owner on an address of their own (CONTRACT.md §4). The plugin's key
+  // generator sees only the request: the handler hands the e-mail over here, typed.
+  const emails = new WeakMap<FastifyRequest, string>();
+  const byEmail = await limiter((request) => `email:${emails.get(request) ?? ''} ip:${request.ip}`);
+  const checkEmail = (request: FastifyRequest, reply: FastifyReply, email: string) => {
+    emails.set(request, email);
+    return byEmail(request, reply);
+  };
+  return { check: byCredential, checkEmail, failures };
 }
 
 /**

@@ -1,9 +1,9 @@
 import { and, desc, eq, isNull } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
-import { type AuditActor, recordAudit } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
+import { recordAudit } from '../audit/audit.ts';
 import { apiTokens, memberships, personalAccessTokens } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
+import type { Work } from '../http/unit-of-work.ts';
 import { requireRole, requireSessionUser } from './authorize.ts';
 import { API_TOKEN_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX } from './credentials.ts';
 
@@ -26,11 +26,6 @@ export interface PersonalAccessTokenInfo extends TokenInfo {
 /** A token just created: `token` is its value, shown this once. */
 export type Created<T> = T & { token: string };
 
-interface Deps {
-  db: Db;
-  actor: AuditActor;
-}
-
 function assertFuture(expiresAt: Date | null | undefined): void {
   if (expiresAt && expiresAt.getTime() <= Date.now()) {
     throw new AppError('INVALID_INPUT', { details: [{ path: 'expiresAt', message: 'must be in the future' }] });
@@ -48,14 +43,14 @@ function assertName(name: string): string {
  * organizations (default: the current one), each of which the user must belong to.
  */
 export async function createPersonalAccessToken(
-  deps: Deps,
+  work: Work,
   input: { name: string; expiresAt?: Date | null; organizationIds?: string[] },
 ): Promise<Created<PersonalAccessTokenInfo>> {
-  const user = requireSessionUser(deps.actor.principal);
+  const user = requireSessionUser(work.actor.principal);
   const name = assertName(input.name);
   assertFuture(input.expiresAt);
   const organizationIds = [...new Set(input.organizationIds?.length ? input.organizationIds : [user.organizationId])];
-  const member = await deps.db
+  const member = await work.db
     .select({ organizationId: memberships.organizationId })
     .from(memberships)
     .where(eq(memberships.userId, user.userId));
@@ -64,7 +59,7 @@ export async function createPersonalAccessToken(
     throw new AppError('FORBIDDEN', { message: 'A token can only list organizations you belong to' });
   }
   const token = newOpaqueToken(PAT_PREFIX);
-  const [row] = await deps.db
+  const [row] = await work.db
     .insert(personalAccessTokens)
     .values({
       id: ulid(),
@@ -78,16 +73,16 @@ export async function createPersonalAccessToken(
     .returning();
   if (!row) throw new Error('insert returned no row');
   for (const organizationId of organizationIds) {
-    await recordAudit(deps.db, deps.actor, { organizationId, action: 'personal_access_token.created', targetType: 'personal_access_token', targetId: row.id });
+    await recordAudit(work.db, work.actor, { organizationId, action: 'personal_access_token.created', targetType: 'personal_access_token', targetId: row.id });
   }
   return { ...patInfo(row), token };
 }
 
 /** The caller's own PATs, newest first, without values. */
-export async function listPersonalAccessTokens(deps: Deps): Promise<PersonalAccessTokenInfo[]> {
-  const principal = deps.actor.principal;
+export async function listPersonalAccessTokens(work: Work): Promise<PersonalAccessTokenInfo[]> {
+  const principal = work.actor.principal;
   if (!principal?.userId) return [];
-  const rows = await deps.db
+  const rows = await work.db
     .select()
     .from(personalAccessTokens)
     .where(eq(personalAccessTokens.userId, principal.userId))
@@ -96,27 +91,28 @@ export async function listPersonalAccessTokens(deps: Deps): Promise<PersonalAcce
 }
 
 /** Revokes one of the caller's PATs; another user's id is "not found". */
-export async function revokePersonalAccessToken(deps: Deps, id: string): Promise<PersonalAccessTokenInfo> {
-  const principal = deps.actor.principal;
+export async function revokePersonalAccessToken(work: Work, input: { id: string }): Promise<PersonalAccessTokenInfo> {
+  const { id } = input;
+  const principal = work.actor.principal;
   if (!principal?.userId) throw new AppError('FORBIDDEN', { message: 'This needs a user' });
-  const [row] = await deps.db
+  const [row] = await work.db
     .update(personalAccessTokens)
     .set({ revokedAt: new Date() })
     .where(and(eq(personalAccessTokens.id, id), eq(personalAccessTokens.userId, principal.userId), isNull(personalAccessTokens.revokedAt)))
     .returning();
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
-  await recordAudit(deps.db, deps.actor, { organizationId: principal.organizationId, action: 'personal_access_token.revoked', targetType: 'personal_access_token', targetId: id });
+  await recordAudit(work.db, work.actor, { organizationId: principal.organizationId, action: 'personal_access_token.revoked', targetType: 'personal_access_token', targetId: id });
   return patInfo(row);
 }
 
 /** Creates an API token for the caller's organization (owner/admin, signed in, not impersonating). */
-export async function createApiToken(deps: Deps, input: { name: string; expiresAt?: Date | null }): Promise<Created<TokenInfo>> {
-  const user = requireSessionUser(deps.actor.principal);
+export async function createApiToken(work: Work, input: { name: string; expiresAt?: Date | null }): Promise<Created<TokenInfo>> {
+  const user = requireSessionUser(work.actor.principal);
   requireRole(user, user.organizationId, 'admin');
   const name = assertName(input.name);
   assertFuture(input.expiresAt);
   const token = newOpaqueToken(API_TOKEN_PREFIX);
-  const [row] = await deps.db
+  const [row] = await work.db
     .insert(apiTokens)
     .values({
       organizationId: user.organizationId,
@@ -129,27 +125,29 @@ export async function createApiToken(deps: Deps, input: { name: string; expiresA
     })
     .returning();
   if (!row) throw new Error('insert returned no row');
-  await recordAudit(deps.db, deps.actor, { organizationId: user.organizationId, action: 'api_token.created', targetType: 'api_token', targetId: row.id });
+  await recordAudit(work.db, work.actor, { organizationId: user.organizationId, action: 'api_token.created', targetType: 'api_token', targetId: row.id });
   return { ...apiTokenInfo(row), token };
 }
 
 /** The API tokens of the caller's organization (owner/admin), without values. */
-export async function listApiTokens(deps: Deps, organizationId: string): Promise<TokenInfo[]> {
-  requireRole(deps.actor.principal, organizationId, 'admin');
-  const rows = await deps.db.select().from(apiTokens).where(eq(apiTokens.organizationId, organizationId)).orderBy(desc(apiTokens.id));
+export async function listApiTokens(work: Work, input: { organizationId: string }): Promise<TokenInfo[]> {
+  const { organizationId } = input;
+  requireRole(work.actor.principal, organizationId, 'admin');
+  const rows = await work.db.select().from(apiTokens).where(eq(apiTokens.organizationId, organizationId)).orderBy(desc(apiTokens.id));
   return rows.map(apiTokenInfo);
 }
 
 /** Revokes an API token of the caller's organization; another organization's id is "not found". */
-export async function revokeApiToken(deps: Deps, organizationId: string, id: string): Promise<TokenInfo> {
-  requireRole(deps.actor.principal, organizationId, 'admin');
-  const [row] = await deps.db
+export async function revokeApiToken(work: Work, input: { organizationId: string; id: string }): Promise<TokenInfo> {
+  const { organizationId, id } = input;
+  requireRole(work.actor.principal, organizationId, 'admin');
+  const [row] = await work.db
     .update(apiTokens)
     .set({ revokedAt: new Date() })
     .where(and(eq(apiTokens.organizationId, organizationId), eq(apiTokens.id, id), isNull(apiTokens.revokedAt)))
     .returning();
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
-  await recordAudit(deps.db, deps.actor, { organizationId, action: 'api_token.revoked', targetType: 'api_token', targetId: id });
+  await recordAudit(work.db, work.actor, { organizationId, action: 'api_token.revoked', targetType: 'api_token', targetId: id });
   return apiTokenInfo(row);
 }
 

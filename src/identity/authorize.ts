@@ -3,6 +3,11 @@ import { AppError } from '../http/errors.ts';
 
 const RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
 
+/** Whether `value` names a role. */
+export function isRole(value: string): value is Role {
+  return Object.hasOwn(RANK, value);
+}
+
 /** Whether `role` is at least `minimum`. */
 export function roleAtLeast(role: Role, minimum: Role): boolean {
   return RANK[role] >= RANK[minimum];

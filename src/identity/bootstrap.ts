@@ -1,6 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { ConfigError } from '../config/load.ts';
 import { users } from '../db/schema.ts';
+import { systemUnitOfWork } from '../http/unit-of-work.ts';
 import { createOrganization } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { findUserByEmail, insertUser, setDefaultOrganization } from './users.ts';
@@ -22,14 +23,10 @@ export async function ensureBootstrapAdmin(services: Services): Promise<void> {
     return;
   }
   const passwordHash = await services.passwords.hash(admin.password);
-  await services.db.transaction(async (tx) => {
-    const user = await insertUser(tx, { email: admin.email, name: 'Administrator', passwordHash, systemAdmin: true });
-    const pending: (() => unknown)[] = [];
-    const organization = await createOrganization(
-      { db: tx, outbox: services.outbox, afterCommit: (fn) => pending.push(fn), actor: { principal: null, requestId: null, userId: user.id } },
-      { name: 'Administration', ownerUserId: user.id },
-    );
-    await setDefaultOrganization(tx, user.id, organization.id);
+  // Its event is delivered once the transaction has committed (the outbox wakes the dispatcher).
+  await systemUnitOfWork(services.db, services.outbox, { principal: null, requestId: null }, async (work) => {
+    const user = await insertUser(work.db, { email: admin.email, name: 'Administrator', passwordHash, systemAdmin: true });
+    const organization = await createOrganization({ ...work, actor: { ...work.actor, userId: user.id } }, { name: 'Administration', ownerUserId: user.id });
+    await setDefaultOrganization(work.db, user.id, organization.id);
   });
-  services.dispatcher.wake();
 }

@@ -1,39 +1,33 @@
-import { randomBytes } from 'node:crypto';
-import { eq } from 'drizzle-orm';
-import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
-import { sessions, users } from '../db/schema.ts';
-import type { RequestContext } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
-import { createOrganization, getOrganization, membershipOf, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
+import type { TypedFastify } from '../http/typed.ts';
+import { unitOfWork } from '../http/unit-of-work.ts';
+import { createOrganization, getOrganization, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
-import { newId as ulid } from '../lib/ids.ts';
-import { CSRF_COOKIE, SESSION_COOKIE } from './authenticate.ts';
 import { requireUser } from './authorize.ts';
-import { sessionBody, switchOrganization } from './sessions.ts';
-import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, SessionResponse, UserSchema } from './schemas.ts';
-import { findUserById, findUserByEmail, insertUser, publicUser, setDefaultOrganization, type UserRow } from './users.ts';
-
-const INVALID_LOGIN = 'Invalid e-mail or password';
+import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, UserSchema } from './schemas.ts';
+import { csrfToken, login, logout, switchTo } from './session-routes.ts';
+import { findUserById, insertUser, publicUser, setDefaultOrganization } from './users.ts';
 
 /** Registration, login, logout, CSRF and account routes (CONTRACT.md §3). */
-export function identityRoutes(app: FastifyInstance, services: Services): void {
-  const { config, passwords, sessionTokens, rateLimiter } = services;
-  const cookieBase = { path: '/', sameSite: 'lax' as const, secure: config.isProduction };
+export function identityRoutes(app: TypedFastify, services: Services): void {
+  register(app, services);
+  login(app, services);
+  logout(app, services);
+  csrfToken(app, services);
+  accountAccess(app, services);
+  switchTo(app, services);
+  newOrganization(app, services);
+}
 
-  function setSessionCookies(reply: FastifyReply, token: string, sessionId: string, expiresAt: Date): void {
-    reply.header('cache-control', 'no-store');
-    const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
-    reply.setCookie(SESSION_COOKIE, token, { ...cookieBase, httpOnly: true, maxAge });
-    reply.setCookie(CSRF_COOKIE, sessionTokens.csrfFor(`session:${sessionId}`), { ...cookieBase, httpOnly: false, maxAge });
-  }
-
+/** `POST /v1/register`: a user, and a personal organization they own. */
+function register(app: TypedFastify, services: Services): void {
+  const { passwords, rateLimiter } = services;
   app.post(
     '/v1/register',
     {
-      config: { auth: 'public' },
+      config: { auth: 'public', errors: ['CONFLICT'] },
       schema: {
         summary: 'Create a user and a personal organization',
         tags: ['identity'],
@@ -42,116 +36,29 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      await rateLimiter.checkEmail(request, reply);
-      const body = request.body as { email: string; password: string; name?: string };
+      const body = request.body;
+      await rateLimiter.checkEmail(request, reply, normalizeEmail(body.email));
       // Hash before opening the transaction: never hold the database across 0.4 s of scrypt.
       const passwordHash = await passwords.hash(body.password, request.ip);
-      const tx = await request.ctx.tx();
       const name = (body.name ?? '').trim();
-      const user = await insertUser(tx, { email: body.email, name, passwordHash });
-      const actor = { principal: null, requestId: request.id, userId: user.id };
+      const user = await insertUser(await request.ctx.tx(), { email: body.email, name, passwordHash });
+      const work = await unitOfWork(request, services, user.id);
       const orgName = `${name || body.email.trim().split('@')[0] || 'My'}'s organization`.slice(0, 100);
-      const organization = await createOrganization(
-        { db: tx, outbox: services.outbox, afterCommit: (fn) => request.ctx.afterCommit(fn), actor },
-        { name: orgName, ownerUserId: user.id },
-      );
-      await setDefaultOrganization(tx, user.id, organization.id);
-      await recordAudit(tx, actor, { organizationId: organization.id, action: 'user.registered', targetType: 'user', targetId: user.id });
+      const organization = await createOrganization(work, { name: orgName, ownerUserId: user.id });
+      await setDefaultOrganization(work.db, user.id, organization.id);
+      await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'user.registered', targetType: 'user', targetId: user.id });
       reply.code(201);
       return { success: true as const, user: publicUser(user), organization };
     },
   );
+}
 
-  app.post(
-    '/v1/login',
-    {
-      config: { auth: 'public', signIn: true },
-      schema: {
-        summary: 'Sign in with e-mail and password',
-        tags: ['identity'],
-        body: Type.Object({ email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
-        response: { 200: SessionResponse },
-      },
-    },
-    async (request, reply) => {
-      // An address over its limit of failed sign-ins is refused before the password is hashed.
-      rateLimiter.failures.assertAllowed(request.ip);
-      await rateLimiter.checkEmail(request, reply);
-      const body = request.body as { email: string; password: string };
-      const user = await findUserByEmail(services.db, body.email);
-      // Unknown e-mails cost the same scrypt work and get the same answer.
-      const valid = user ? await passwords.verify(body.password, user.passwordHash, request.ip) : await passwords.verifyDummy(body.password, request.ip);
-      if (!user || !valid) throw new AppError('UNAUTHENTICATED', { message: INVALID_LOGIN });
-      // A hash made at another cost would make this user's logins time differently from unknown e-mails.
-      const newHash = passwords.needsRehash(user.passwordHash) ? await passwords.hash(body.password, request.ip) : null;
-      const tx = await request.ctx.tx();
-      if (newHash) await tx.update(users).set({ passwordHash: newHash }).where(eq(users.id, user.id));
-      const organization = await loginOrganization(tx, services, request.ctx, user);
-      const sessionId = ulid();
-      const expiresAt = new Date(Date.now() + config.auth.sessionTtl * 1000);
-      await tx.insert(sessions).values({ id: sessionId, userId: user.id, expiresAt });
-      await recordAudit(tx, { principal: null, requestId: request.id, userId: user.id }, {
-        organizationId: organization.id,
-        action: 'session.created',
-        targetType: 'session',
-        targetId: sessionId,
-      });
-      const { sessionId: _sid, sessionExpiresAt: _exp, ...session } = sessionBody(services, user, organization.id, sessionId, expiresAt);
-      setSessionCookies(reply, session.accessToken, sessionId, expiresAt);
-      return session;
-    },
-  );
-
-  app.post(
-    '/v1/logout',
-    {
-      config: { auth: 'authenticated' },
-      schema: {
-        summary: 'End the session (every token of it)',
-        tags: ['identity'],
-        response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }) },
-      },
-    },
-    async (request, reply) => {
-      const principal = request.ctx.principal;
-      if (principal?.kind !== 'jwt') throw new AppError('FORBIDDEN', { message: 'Only sessions sign out; revoke tokens instead' });
-      const tx = await request.ctx.tx();
-      await tx.update(sessions).set({ revokedAt: new Date() }).where(eq(sessions.id, principal.credentialId));
-      await recordAudit(tx, { principal, requestId: request.id }, {
-        organizationId: principal.organizationId,
-        action: 'session.revoked',
-        targetType: 'session',
-        targetId: principal.credentialId,
-      });
-      reply.clearCookie(SESSION_COOKIE, { path: '/' });
-      reply.clearCookie(CSRF_COOKIE, { path: '/' });
-      return { success: true as const, message: 'Signed out' };
-    },
-  );
-
-  app.get(
-    '/v1/csrf',
-    {
-      config: { auth: 'public' },
-      schema: {
-        summary: 'The CSRF token for cookie sessions (also set as the csrf_token cookie)',
-        tags: ['identity'],
-        response: { 200: Type.Object({ success: Type.Literal(true), csrf: Type.String() }) },
-      },
-    },
-    async (request, reply) => {
-      const cookie = request.cookies[SESSION_COOKIE];
-      const claims = cookie ? sessionTokens.verify(cookie) : null;
-      const csrf = sessionTokens.csrfFor(claims ? `session:${claims.sid}` : `anonymous:${randomBytes(16).toString('base64url')}`);
-      reply.setCookie(CSRF_COOKIE, csrf, { ...cookieBase, httpOnly: false });
-      return { success: true as const, csrf };
-    },
-  );
-
+/** `GET /v1/account/access`: who is calling, in which organization, with which role. */
+function accountAccess(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/account/access',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'Who is calling, in which organization, with which role',
         tags: ['identity'],
@@ -187,31 +94,14 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
       };
     },
   );
+}
 
-  app.post(
-    '/v1/account/switch',
-    {
-      config: { auth: 'authenticated' },
-      schema: {
-        summary: 'A new token of the same session, bound to another organization',
-        tags: ['identity'],
-        body: Type.Object({ organizationId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
-        response: { 200: SessionResponse },
-      },
-    },
-    async (request, reply) => {
-      const { organizationId } = request.body as { organizationId: string };
-      const tx = await request.ctx.tx();
-      const { sessionId, sessionExpiresAt, ...body } = await switchOrganization(services, tx, { principal: request.ctx.principal, requestId: request.id }, organizationId);
-      setSessionCookies(reply, body.accessToken, sessionId, sessionExpiresAt);
-      return body;
-    },
-  );
-
+/** `POST /v1/organizations`: a new organization, owned by the calling user. */
+function newOrganization(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/organizations',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'Create an organization; the caller becomes its owner',
         tags: ['organizations'],
@@ -221,30 +111,9 @@ export function identityRoutes(app: FastifyInstance, services: Services): void {
     },
     async (request, reply) => {
       const principal = requireUser(request.ctx.principal);
-      const { name } = request.body as { name: string };
-      const tx = await request.ctx.tx();
-      const organization = await createOrganization(
-        { db: tx, outbox: services.outbox, afterCommit: (fn) => request.ctx.afterCommit(fn), actor: { principal, requestId: request.id } },
-        { name, ownerUserId: principal.userId },
-      );
+      const organization = await createOrganization(await unitOfWork(request, services), { name: request.body.name, ownerUserId: principal.userId });
       reply.code(201);
       return { success: true as const, organization };
     },
   );
-}
-
-/** The organization a login binds to: the default if still a member, else the first, else a new personal one. */
-async function loginOrganization(tx: Db, services: Services, ctx: RequestContext, user: UserRow): Promise<OrganizationWithRole> {
-  if (user.defaultOrganizationId) {
-    const membership = await membershipOf(tx, user.defaultOrganizationId, user.id);
-    if (membership) return membership;
-  }
-  const [first] = await organizationsOf(tx, user.id);
-  if (first) return first;
-  const organization = await createOrganization(
-    { db: tx, outbox: services.outbox, afterCommit: (fn) => ctx.afterCommit(fn), actor: { principal: null, requestId: ctx.requestId, userId: user.id } },
-    { name: `${user.name || user.email.split('@')[0]}'s organization`.slice(0, 100), ownerUserId: user.id },
-  );
-  await setDefaultOrganization(tx, user.id, organization.id);
-  return { ...organization, role: 'owner' };
 }

@@ -1,12 +1,20 @@
 import { eq } from 'drizzle-orm';
-import { type AuditActor, recordAudit } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
+import { recordAudit } from '../audit/audit.ts';
 import { sessions } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
+import type { Work } from '../http/unit-of-work.ts';
 import { membershipOf } from '../organizations/organizations.ts';
-import type { Services } from '../services.ts';
 import { requireSessionUser } from './authorize.ts';
-import { findUserById, publicUser, setDefaultOrganization, type PublicUser, type UserRow } from './users.ts';
+import type { SessionTokens } from './credentials.ts';
+import { findUserById, type PublicUser, publicUser, setDefaultOrganization, type UserRow } from './users.ts';
+
+/** A session's grant to act in an organization: what a session token is issued for. */
+export interface SessionGrant {
+  user: UserRow;
+  organizationId: string;
+  sessionId: string;
+  expiresAt: Date;
+}
 
 /** The body of login and of an organization switch (CONTRACT.md §3). */
 export interface SessionBody {
@@ -21,9 +29,10 @@ export interface SessionBody {
   sessionExpiresAt: Date;
 }
 
-/** A token of session `sessionId`, bound to `organizationId`, expiring with the session. */
-export function sessionBody(services: Services, user: UserRow, organizationId: string, sessionId: string, expiresAt: Date): SessionBody {
-  const accessToken = services.sessionTokens.issue({ sub: user.id, org: organizationId, sid: sessionId, exp: Math.floor(expiresAt.getTime() / 1000) });
+/** A token of the grant's session, bound to its organization, expiring with the session. */
+export function sessionBody(sessionTokens: SessionTokens, grant: SessionGrant): SessionBody {
+  const { user, organizationId, sessionId, expiresAt } = grant;
+  const accessToken = sessionTokens.issue({ sub: user.id, org: organizationId, sid: sessionId, exp: Math.floor(expiresAt.getTime() / 1000) });
   return {
     success: true,
     accessToken,
@@ -37,18 +46,19 @@ export function sessionBody(services: Services, user: UserRow, organizationId: s
 }
 
 /**
- * A new token of the caller's session bound to another organization they belong to
- * (signed-in users only, not while impersonating); it becomes their default. The old
- * token stays valid and bound to its organization.
+ * The caller's session, granted another organization they belong to (signed-in users
+ * only, not while impersonating), which becomes their default; the caller issues the
+ * token (`sessionBody`). Tokens issued before stay valid and bound to their organization.
  */
-export async function switchOrganization(services: Services, tx: Db, actor: AuditActor, organizationId: string): Promise<SessionBody> {
+export async function switchOrganization(work: Work, input: { organizationId: string }): Promise<SessionGrant> {
+  const { db, actor } = work;
   const principal = requireSessionUser(actor.principal);
-  const membership = await membershipOf(tx, organizationId, principal.userId);
+  const membership = await membershipOf(db, input.organizationId, principal.userId);
   if (!membership) throw new AppError('FORBIDDEN', { message: 'You are not a member of that organization' });
-  const [session] = await tx.select().from(sessions).where(eq(sessions.id, principal.credentialId));
-  const user = await findUserById(tx, principal.userId);
+  const [session] = await db.select().from(sessions).where(eq(sessions.id, principal.credentialId));
+  const user = await findUserById(db, principal.userId);
   if (!session || !user) throw new AppError('UNAUTHENTICATED');
-  await setDefaultOrganization(tx, user.id, organizationId);
-  await recordAudit(tx, actor, { organizationId, action: 'organization.switched', targetType: 'organization', targetId: organizationId });
-  return sessionBody(services, user, organizationId, session.id, session.expiresAt);
+  await setDefaultOrganization(db, user.id, input.organizationId);
+  await recordAudit(db, actor, { organizationId: input.organizationId, action: 'organization.switched', targetType: 'organization', targetId: input.organizationId });
+  return { user, organizationId: input.organizationId, sessionId: session.id, expiresAt: session.expiresAt };
 }

@@ -5,12 +5,12 @@
  */
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { and, asc, desc, eq, gt, sql } from 'drizzle-orm';
-import { type AuditActor, recordAudit } from '../audit/audit.ts';
+import { recordAudit } from '../audit/audit.ts';
 import { type Db, queryRows } from '../db/client.ts';
 import { type InvitationStatus, invitations, organizations, users } from '../db/schema.ts';
-import type { Outbox } from '../events/outbox.ts';
 import type { Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
+import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
 import { requireRole, requireSessionUser, requireUser } from '../identity/authorize.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { addMembership, normalizeEmail, type OrganizationRef, type OrganizationWithRole } from './organizations.ts';
@@ -32,16 +32,6 @@ export interface Invitation {
   status: InvitationStatus;
   expiresAt: Date;
   organization: OrganizationRef;
-}
-
-export interface InvitationReadDeps {
-  db: Db;
-  actor: AuditActor;
-}
-
-export interface InvitationDeps extends InvitationReadDeps {
-  outbox: Outbox;
-  afterCommit: (fn: () => unknown) => void;
 }
 
 const invitationColumns = {
@@ -89,23 +79,24 @@ function checkedEmail(email: string): string {
  * Owners and admins invite; only owners invite owners or change an owner invitation. The
  * answer and the statements run are the same whether or not the address has an account.
  */
-export async function inviteMember(deps: InvitationDeps, organizationId: string, email: string, role: Role): Promise<Invitation> {
-  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
+export async function inviteMember(work: UnitOfWork, input: { organizationId: string; email: string; role: Role }): Promise<Invitation> {
+  const { organizationId, role } = input;
+  const actor = requireRole(work.actor.principal, organizationId, 'admin');
   const isOwner = actor.role === 'owner';
   if (role === 'owner' && !isOwner) throw new AppError('FORBIDDEN', { message: 'Only owners can invite owners' });
-  const address = checkedEmail(email);
+  const address = checkedEmail(input.email);
   const normalized = normalizeEmail(address);
 
   // Members are already listed to whoever may invite (`members`): saying so reveals nothing new.
   const [member] = await queryRows<{ found: number }>(
-    deps.db,
+    work.db,
     sql`SELECT 1 AS found FROM users u JOIN memberships m ON m.organization_id = ${organizationId} AND m.user_id = u.id WHERE u.email_normalized = ${normalized}`,
   );
   if (member) throw new AppError('CONFLICT', { message: 'That person is already a member of this organization' });
 
   // One statement creates or renews; `xmax = 0` tells a fresh row from an updated one (audit only).
   const [row] = await queryRows<{ id: string; email: string; role: Role; expires_at: Date | string; created: boolean; organization_name: string }>(
-    deps.db,
+    work.db,
     sql`
       WITH invitation AS (
         INSERT INTO invitations AS i (organization_id, id, email, email_normalized, role, invited_by, expires_at)
@@ -128,7 +119,7 @@ export async function inviteMember(deps: InvitationDeps, organizationId: string,
     expiresAt: new Date(row.expires_at),
     organization: { id: organizationId, name: row.organization_name },
   };
-  await deps.outbox.emit(deps.db, deps.afterCommit, {
+  await work.outbox.emit(work.db, work.afterCommit, {
     organizationId,
     type: 'organization.member_invited',
     data: {
@@ -137,7 +128,7 @@ export async function inviteMember(deps: InvitationDeps, organizationId: string,
       invitedBy: actor.userId,
     },
   });
-  await recordAudit(deps.db, deps.actor, {
+  await recordAudit(work.db, work.actor, {
     organizationId,
     action: row.created ? 'invitation.created' : 'invitation.renewed',
     targetType: 'invitation',
@@ -148,9 +139,10 @@ export async function inviteMember(deps: InvitationDeps, organizationId: string,
 }
 
 /** The organization's open invitations (pending, unexpired), oldest first; owners and admins. */
-export async function listInvitations(deps: InvitationReadDeps, organizationId: string): Promise<Invitation[]> {
-  requireRole(deps.actor.principal, organizationId, 'admin');
-  const rows = await deps.db
+export async function listInvitations(work: Work, input: { organizationId: string }): Promise<Invitation[]> {
+  const { organizationId } = input;
+  requireRole(work.actor.principal, organizationId, 'admin');
+  const rows = await work.db
     .select(invitationColumns)
     .from(invitations)
     .innerJoin(organizations, eq(organizations.id, invitations.organizationId))
@@ -163,9 +155,9 @@ export async function listInvitations(deps: InvitationReadDeps, organizationId: 
  * The open invitations addressed to the caller's account e-mail (any letter case), newest
  * first, across organizations: the one lookup not scoped to an organization.
  */
-export async function myInvitations(deps: InvitationReadDeps): Promise<Invitation[]> {
-  const user = requireUser(deps.actor.principal);
-  const rows = await deps.db
+export async function myInvitations(work: Work): Promise<Invitation[]> {
+  const user = requireUser(work.actor.principal);
+  const rows = await work.db
     .select(invitationColumns)
     .from(users)
     .innerJoin(invitations, eq(invitations.emailNormalized, users.emailNormalized))
@@ -195,9 +187,9 @@ const ANSWERED: Record<Exclude<InvitationStatus, 'pending'>, string> = {
 };
 
 /** The caller's own open invitation `id`: needs their signed-in session; anyone else's is not found. */
-async function openInvitationOfCaller(deps: InvitationReadDeps, id: string): Promise<{ userId: string; row: InvitationRow }> {
-  const user = requireSessionUser(deps.actor.principal);
-  const row = await inviteeInvitation(deps.db, user.userId, id);
+async function openInvitationOfCaller(work: Work, id: string): Promise<{ userId: string; row: InvitationRow }> {
+  const user = requireSessionUser(work.actor.principal);
+  const row = await inviteeInvitation(work.db, user.userId, id);
   // Someone else's invitation gets the answer of an unknown id: its existence stays hidden.
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such invitation' });
   if (row.status !== 'pending') throw new AppError('CONFLICT', { message: ANSWERED[row.status] });
@@ -213,28 +205,29 @@ async function markAnswered(db: Db, organizationId: string, id: string, status: 
 }
 
 /** Accepts the caller's open invitation: they become a member with its role. */
-export async function acceptInvitation(deps: InvitationReadDeps, id: string): Promise<OrganizationWithRole> {
-  const { userId, row } = await openInvitationOfCaller(deps, id);
-  if (!(await addMembership(deps.db, row.organizationId, userId, row.role))) {
+export async function acceptInvitation(work: Work, input: { id: string }): Promise<OrganizationWithRole> {
+  const { userId, row } = await openInvitationOfCaller(work, input.id);
+  if (!(await addMembership(work.db, row.organizationId, userId, row.role))) {
     throw new AppError('CONFLICT', { message: 'You are already a member of this organization' });
   }
-  await markAnswered(deps.db, row.organizationId, row.id, 'accepted');
-  await recordAudit(deps.db, deps.actor, { organizationId: row.organizationId, action: 'invitation.accepted', targetType: 'invitation', targetId: row.id, detail: { role: row.role } });
+  await markAnswered(work.db, row.organizationId, row.id, 'accepted');
+  await recordAudit(work.db, work.actor, { organizationId: row.organizationId, action: 'invitation.accepted', targetType: 'invitation', targetId: row.id, detail: { role: row.role } });
   return { id: row.organizationId, name: row.organizationName, role: row.role };
 }
 
 /** Declines the caller's open invitation. */
-export async function declineInvitation(deps: InvitationReadDeps, id: string): Promise<Invitation> {
-  const { row } = await openInvitationOfCaller(deps, id);
-  await markAnswered(deps.db, row.organizationId, row.id, 'declined');
-  await recordAudit(deps.db, deps.actor, { organizationId: row.organizationId, action: 'invitation.declined', targetType: 'invitation', targetId: row.id, detail: { role: row.role } });
+export async function declineInvitation(work: Work, input: { id: string }): Promise<Invitation> {
+  const { row } = await openInvitationOfCaller(work, input.id);
+  await markAnswered(work.db, row.organizationId, row.id, 'declined');
+  await recordAudit(work.db, work.actor, { organizationId: row.organizationId, action: 'invitation.declined', targetType: 'invitation', targetId: row.id, detail: { role: row.role } });
   return invitationOf({ ...row, status: 'declined' });
 }
 
 /** Revokes a pending invitation of the organization; owners and admins, and only owners revoke an owner invitation. */
-export async function revokeInvitation(deps: InvitationReadDeps, organizationId: string, id: string): Promise<Invitation> {
-  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
-  const [row] = await deps.db
+export async function revokeInvitation(work: Work, input: { organizationId: string; id: string }): Promise<Invitation> {
+  const { organizationId, id } = input;
+  const actor = requireRole(work.actor.principal, organizationId, 'admin');
+  const [row] = await work.db
     .select(invitationColumns)
     .from(invitations)
     .innerJoin(organizations, eq(organizations.id, invitations.organizationId))
@@ -243,7 +236,7 @@ export async function revokeInvitation(deps: InvitationReadDeps, organizationId:
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such invitation' });
   if (row.status !== 'pending') throw new AppError('CONFLICT', { message: ANSWERED[row.status] });
   if (row.role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can revoke an owner invitation' });
-  await markAnswered(deps.db, organizationId, row.id, 'revoked');
-  await recordAudit(deps.db, deps.actor, { organizationId, action: 'invitation.revoked', targetType: 'invitation', targetId: row.id, detail: { email: row.email, role: row.role } });
+  await markAnswered(work.db, organizationId, row.id, 'revoked');
+  await recordAudit(work.db, work.actor, { organizationId, action: 'invitation.revoked', targetType: 'invitation', targetId: row.id, detail: { email: row.email, role: row.role } });
   return invitationOf({ ...row, status: 'revoked' });
 }

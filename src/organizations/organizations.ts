@@ -1,11 +1,11 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
-import { type AuditActor, recordAudit } from '../audit/audit.ts';
+import { recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { memberships, organizations, users } from '../db/schema.ts';
-import type { Outbox } from '../events/outbox.ts';
 import type { Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
+import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
 import { requireRole } from '../identity/authorize.ts';
 
 export interface OrganizationRef {
@@ -26,25 +26,18 @@ export function normalizeOrganizationName(name: string): string {
   return trimmed;
 }
 
-export interface CreateOrganizationDeps {
-  db: Db;
-  outbox: Outbox;
-  afterCommit: (fn: () => unknown) => void;
-  actor: AuditActor;
-}
-
 /** Creates an organization owned by `ownerUserId`, queues `organization.created` and audits it. */
-export async function createOrganization(deps: CreateOrganizationDeps, input: { name: string; ownerUserId: string }): Promise<OrganizationRef> {
+export async function createOrganization(work: UnitOfWork, input: { name: string; ownerUserId: string }): Promise<OrganizationRef> {
   const name = normalizeOrganizationName(input.name);
   const id = ulid();
-  await deps.db.insert(organizations).values({ id, name });
-  await deps.db.insert(memberships).values({ organizationId: id, userId: input.ownerUserId, role: 'owner' });
-  await deps.outbox.emit(deps.db, deps.afterCommit, {
+  await work.db.insert(organizations).values({ id, name });
+  await work.db.insert(memberships).values({ organizationId: id, userId: input.ownerUserId, role: 'owner' });
+  await work.outbox.emit(work.db, work.afterCommit, {
     organizationId: id,
     type: 'organization.created',
     data: { organization: { id, name }, createdBy: input.ownerUserId },
   });
-  await recordAudit(deps.db, deps.actor, { organizationId: id, action: 'organization.created', targetType: 'organization', targetId: id });
+  await recordAudit(work.db, work.actor, { organizationId: id, action: 'organization.created', targetType: 'organization', targetId: id });
   return { id, name };
 }
 
@@ -68,6 +61,7 @@ export async function organizationsOf(db: Db, userId: string): Promise<Organizat
     .orderBy(asc(memberships.createdAt), asc(organizations.id));
 }
 
+/** The organization `organizationId`, or null. */
 export async function getOrganization(db: Db, organizationId: string): Promise<OrganizationRef | null> {
   const [row] = await db.select({ id: organizations.id, name: organizations.name }).from(organizations).where(eq(organizations.id, organizationId));
   return row ?? null;
@@ -78,15 +72,11 @@ export interface Member {
   role: Role;
 }
 
-export interface MemberDeps {
-  db: Db;
-  actor: AuditActor;
-}
-
 /** The members of the caller's organization (any member may list them). */
-export async function listMembers(deps: MemberDeps, organizationId: string): Promise<Member[]> {
-  requireRole(deps.actor.principal, organizationId, 'member');
-  const rows = await deps.db
+export async function listMembers(work: Work, input: { organizationId: string }): Promise<Member[]> {
+  const { organizationId } = input;
+  requireRole(work.actor.principal, organizationId, 'member');
+  const rows = await work.db
     .select({ id: users.id, email: users.email, name: users.name, role: memberships.role })
     .from(memberships)
     .innerJoin(users, eq(users.id, memberships.userId))
@@ -107,19 +97,20 @@ export async function addMembership(db: Db, organizationId: string, userId: stri
 }
 
 /** Changes a member's role; owners only touch owners, and the last owner stays an owner. */
-export async function setMemberRole(deps: MemberDeps, organizationId: string, email: string, role: Role): Promise<Member> {
-  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
-  const current = await memberByEmail(deps.db, organizationId, email);
+export async function setMemberRole(work: Work, input: { organizationId: string; email: string; role: Role }): Promise<Member> {
+  const { organizationId, role } = input;
+  const actor = requireRole(work.actor.principal, organizationId, 'admin');
+  const current = await memberByEmail(work.db, organizationId, input.email);
   const user = current.user;
   if ((current.role === 'owner' || role === 'owner') && actor.role !== 'owner') {
     throw new AppError('FORBIDDEN', { message: 'Only owners can grant or change the owner role' });
   }
-  if (current.role === 'owner' && role !== 'owner') await assertNotLastOwner(deps.db, organizationId);
-  await deps.db
+  if (current.role === 'owner' && role !== 'owner') await assertNotLastOwner(work.db, organizationId);
+  await work.db
     .update(memberships)
     .set({ role })
     .where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, user.id)));
-  await recordAudit(deps.db, deps.actor, {
+  await recordAudit(work.db, work.actor, {
     organizationId,
     action: 'member.role_changed',
     targetType: 'user',
@@ -130,16 +121,17 @@ export async function setMemberRole(deps: MemberDeps, organizationId: string, em
 }
 
 /** Removes a member; access ends at once (roles are re-read on every request). */
-export async function removeMember(deps: MemberDeps, organizationId: string, email: string): Promise<void> {
-  const actor = requireRole(deps.actor.principal, organizationId, 'admin');
-  const current = await memberByEmail(deps.db, organizationId, email);
+export async function removeMember(work: Work, input: { organizationId: string; email: string }): Promise<void> {
+  const { organizationId } = input;
+  const actor = requireRole(work.actor.principal, organizationId, 'admin');
+  const current = await memberByEmail(work.db, organizationId, input.email);
   const user = current.user;
   if (current.role === 'owner') {
     if (actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can remove an owner' });
-    await assertNotLastOwner(deps.db, organizationId);
+    await assertNotLastOwner(work.db, organizationId);
   }
-  await deps.db.delete(memberships).where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, user.id)));
-  await recordAudit(deps.db, deps.actor, { organizationId, action: 'member.removed', targetType: 'user', targetId: user.id });
+  await work.db.delete(memberships).where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, user.id)));
+  await recordAudit(work.db, work.actor, { organizationId, action: 'member.removed', targetType: 'user', targetId: user.id });
 }
 
 async function assertNotLastOwner(db: Db, organizationId: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance } from 'fastify';
+import type { TypedFastify } from '../http/typed.ts';
 
 /**
  * The page's policy: its own scripts and styles only (nothing inline, so an injected
@@ -34,13 +34,13 @@ const REGISTERED = 'tesseraWebRoutes';
  * here). Unauthenticated: the page signs in through the JSON API. Calling it twice on
  * one instance registers the routes once.
  */
-export function webRoutes(app: FastifyInstance): void {
+export function webRoutes(app: TypedFastify): void {
   if (app.hasDecorator(REGISTERED)) return;
   app.decorate(REGISTERED, true);
   for (const { url, file, type } of STATIC_FILES) {
     const body = readFileSync(new URL(`./static/${file}`, import.meta.url));
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
-    app.get(url, { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request, reply) => {
+    app.get(url, { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request, reply) => {
       reply.headers(PAGE_HEADERS).header('etag', etag).type(type);
       if (request.headers['if-none-match'] === etag) {
         reply.code(304);

@@ -2,19 +2,12 @@ import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AuditActor } from '../../audit/audit.ts';
 import type { Principal } from '../../http/context.ts';
-import { AppError, type ErrorCode } from '../../http/errors.ts';
+import { AppError } from '../../http/errors.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import { PROVIDER_ID } from '../../lib/ids.ts';
 import { effectiveStatus } from '../status.ts';
 import type { IntegrationSummary } from '../integrations.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
-
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** The error codes this route itself can answer with, beyond those of its class and schema (OpenAPI lists them). */
-    errors?: ErrorCode[];
-  }
-}
 
 /** Non-secret, provider-defined values a client needs to use the token (docs/providers.md). */
 export const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Provider-defined, non-secret values: instanceUrl, apiUrl, sites, workspaceId, tenantId… (docs/providers.md)' });

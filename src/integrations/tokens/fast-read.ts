@@ -11,7 +11,7 @@ import { Batcher, Slots } from '../../db/batch.ts';
 import { HotStatement } from '../../db/client.ts';
 import type { Principal, Role } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
-import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../../identity/authenticate.ts';
+import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../../identity/caller-check.ts';
 import type { Services } from '../../services.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import { secretName } from '../secrets.ts';
