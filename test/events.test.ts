@@ -156,7 +156,7 @@ async function deliveryRows(eventId: string) {
 beforeAll(async () => {
   t = await createTestApp({
     routes: (app) => {
-      app.post('/test/emit', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request) => {
+      app.post('/test/emit', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request) => {
         const query = request.query as { fail?: string; holdMs?: string; marker?: string };
         const tx = await request.ctx.tx();
         let id = '';

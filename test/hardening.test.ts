@@ -59,7 +59,7 @@ beforeAll(async () => {
     background: false,
     env: { ...providerEnv(gh), INTEGRATION_OAUTH_GITHUB_TOKEN_URL: hostile.url, ...providerEnv(slack), RATE_LIMIT_MAX: '0', REQUEST_TIMEOUT: '1' },
     routes: (app) => {
-      app.post('/test/slow-handler', { config: { auth: 'public' } }, async () => {
+      app.post('/test/slow-handler', { config: { auth: 'public', errors: [] } }, async () => {
         await new Promise((resolve) => setTimeout(resolve, 2500));
         return { success: true };
       });

@@ -109,3 +109,24 @@ describe('readiness checks', () => {
     }
   });
 });
+
+describe('documented error statuses', () => {
+  it('are each route’s own: no GET documents a body’s errors, and a route’s own codes are listed', async () => {
+    const document = (await t.fastify.inject({ url: '/api-docs' })).json();
+    for (const [path, operations] of Object.entries(document.paths as Record<string, Record<string, { responses: Record<string, unknown> }>>)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const statuses = Object.keys(operation.responses).filter((status) => /^[45]\d\d$/.test(status));
+        // The proxy is one route for every method, documented once for all of them.
+        if ((method === 'get' || method === 'head') && !path.includes('/proxy/')) expect(statuses, `${method} ${path}`).not.toContain('413');
+      }
+    }
+    const token = document.paths['/v1/integrations/{provider}/token'].get.responses;
+    expect(Object.keys(token).sort()).toEqual(['200', '400', '401', '403', '404', '409', '429', '500', '502', '503']);
+    expect(token['404'].description).toContain('INTEGRATION_NOT_FOUND');
+    expect(token['409'].description).toBe('TOKEN_VALIDATION_FAILED');
+    expect(token['429'].description).toContain('PROVIDER_RATE_LIMITED');
+    const sessions = document.paths['/v1/connect/sessions'].post.responses;
+    expect(Object.keys(sessions)).toEqual(expect.arrayContaining(['201', '400', '401', '403', '413', '415', '429']));
+    expect(sessions['400'].description).toMatch(/INVALID_REDIRECT_URI.*PROVIDER_NOT_CONFIGURED|PROVIDER_NOT_CONFIGURED.*INVALID_REDIRECT_URI/);
+  });
+});

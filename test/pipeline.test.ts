@@ -73,11 +73,11 @@ beforeAll(async () => {
           return { ok: true, hasLog: typeof request.ctx.log.info === 'function', requestId: request.ctx.requestId };
         });
       }
-      app.post('/test/authenticated-body', { config: { auth: 'authenticated' }, schema: { hide: true, body: echoBody } }, async (request) => {
+      app.post('/test/authenticated-body', { config: { auth: 'authenticated', errors: [] }, schema: { hide: true, body: echoBody } }, async (request) => {
         handled.add(request.id);
         return { ok: true };
       });
-      app.post('/test/write/:id', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request) => {
+      app.post('/test/write/:id', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request) => {
         const { id } = request.params as { id: string };
         const tx = await request.ctx.tx();
         await tx.execute(sql`INSERT INTO probe (id) VALUES (${id})`);
@@ -87,16 +87,16 @@ beforeAll(async () => {
         if (id.startsWith('fail')) throw new Error('handler failed after writing');
         return { ok: true };
       });
-      app.post('/test/commit-fails', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request) => {
+      app.post('/test/commit-fails', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request) => {
         const tx = await request.ctx.tx();
         await tx.execute(sql`INSERT INTO deferred_probe (id) VALUES ('same'), ('same')`);
         request.ctx.afterCommit(() => afterCommitSeen.push({ id: 'commit-fails', visibleFromOutside: true }));
         return { ok: true };
       });
-      app.get('/test/throws', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async () => {
+      app.get('/test/throws', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async () => {
         throw new TypeError('secret internals: SELECT * FROM users');
       });
-      app.post('/test/echo', { config: { auth: 'public' }, schema: { hide: true, body: echoBody } }, async (request) => {
+      app.post('/test/echo', { config: { auth: 'public', errors: [] }, schema: { hide: true, body: echoBody } }, async (request) => {
         // A careless handler: logs headers and body. The logger must still keep secrets out.
         request.log.info({ headers: request.headers, body: request.body }, 'echo');
         return { ok: true };

@@ -177,6 +177,8 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
   app.addHook('onRoute', (route) => {
     const routeClass = route.config?.auth;
     if (!routeClass) throw new Error(`route ${route.method} ${route.url} declares no auth class (config.auth)`);
+    // OpenAPI lists exactly what a route can answer: a route must say which codes are its own ([] for none).
+    if (!route.config?.errors) throw new Error(`route ${route.method} ${route.url} declares no error codes (config.errors; [] when it adds none)`);
     documentRouteErrors(route, routeClass);
     wrapHandler(route);
   });

@@ -49,19 +49,11 @@ export function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'sc
   return codes;
 }
 
-/** What a route without its own declaration documents: every status a route of any kind could answer with. */
-const UNDECLARED_STATUSES = new Set([400, 401, 403, 404, 409, 413, 415, 429, 500, 502, 503]);
-const UNDECLARED = new Set((Object.keys(ERROR_CODES) as ErrorCode[]).filter((code) => UNDECLARED_STATUSES.has(ERROR_CODES[code].status)));
-
-/**
- * Adds the route's error responses (the error shape, described by the codes of each
- * status) and its security to its OpenAPI schema. A route that declares no
- * `config.errors` still documents every status, until every route declares its own.
- */
+/** Adds the route's error responses (the error shape, described by the codes of each status) and its security to its OpenAPI schema. */
 export function documentRouteErrors(route: RouteOptions, routeClass: RouteClass): void {
   const schema = (route.schema ??= {}) as FastifySchema & Record<string, unknown>;
   const responses = (schema.response ??= {}) as Record<string, unknown>;
-  const codes = route.config?.errors ? routeErrorCodes(route, routeClass) : UNDECLARED;
+  const codes = routeErrorCodes(route, routeClass);
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) byStatus.set(ERROR_CODES[code].status, [...(byStatus.get(ERROR_CODES[code].status) ?? []), code]);
   for (const [status, listed] of [...byStatus].sort(([a], [b]) => a - b)) {

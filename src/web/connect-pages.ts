@@ -121,7 +121,7 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
   for (const { url, file, type } of ASSETS) {
     const body = readFileSync(new URL(`./static/${file}`, import.meta.url));
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
-    app.get(url, { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async (request, reply) => {
+    app.get(url, { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request, reply) => {
       reply.headers({ 'x-content-type-options': 'nosniff', 'cache-control': 'no-cache', etag }).type(type);
       if (request.headers['if-none-match'] === etag) {
         reply.code(304);
@@ -134,7 +134,7 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
   app.get(
     '/connect/:secret',
     {
-      config: { auth: 'public', noStore: true },
+      config: { auth: 'public', noStore: true, errors: [] },
       schema: { summary: "A connect session's hosted page (HTML)", tags: ['connect'], params: SecretParams, querystring: Type.Object({ popup: Type.Optional(Type.String({ maxLength: 5 })) }), hide: true },
     },
     async (request, reply) => {
@@ -153,7 +153,7 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
   app.get(
     '/connect/:secret/start',
     {
-      config: { auth: 'public', noStore: true },
+      config: { auth: 'public', noStore: true, errors: [] },
       schema: {
         summary: "Starts a connect session's flow with one of its providers (a link of the hosted page)",
         tags: ['connect'],

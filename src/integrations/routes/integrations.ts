@@ -10,7 +10,7 @@ export function integrationListRoutes(app: TypedFastify, services: Services): vo
   app.get(
     '/v1/integrations',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: "The organization's integrations",
         tags: ['integrations'],

@@ -7,7 +7,7 @@ export function providersRoute(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/providers',
     {
-      config: { auth: 'authenticated' },
+      config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: 'Configured providers (nothing secret)',
         tags: ['integrations'],
