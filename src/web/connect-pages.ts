@@ -65,6 +65,12 @@ const UNUSABLE = {
   revoked: { status: 410, title: 'This link was cancelled', text: 'The app cancelled this link. Go back to the app and start again.' },
 } as const;
 
+/** A provider the session does not allow (a tampered link). */
+const NOT_ALLOWED = {
+  status: 400,
+  html: page('This service is not available here', '<h1>This service is not available here</h1>\n<p>This link does not connect that service. Go back and choose one of those listed.</p>'),
+};
+
 function unusablePage(kind: keyof typeof UNUSABLE): { status: number; html: string } {
   const { status, title, text } = UNUSABLE[kind];
   return { status, html: page(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`) };
@@ -118,6 +124,13 @@ export function flowDonePage(services: Services, state: StateRow, outcome: FlowO
 
 /** `GET /connect/<secret>`, `GET /connect/<secret>/start`, and the assets of those pages and of connect.js. */
 export function connectPageRoutes(app: TypedFastify, services: Services): void {
+  assetRoutes(app);
+  hostedPageRoute(app, services);
+  startRoute(app, services);
+}
+
+/** connect.js and the pages' own script and style, read once; revalidated by ETag. */
+function assetRoutes(app: TypedFastify): void {
   for (const { url, file, type } of ASSETS) {
     const body = readFileSync(new URL(`./static/${file}`, import.meta.url));
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
@@ -130,7 +143,10 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
       return body;
     });
   }
+}
 
+/** The page a session's link opens, or the page saying why it cannot be used. */
+function hostedPageRoute(app: TypedFastify, services: Services): void {
   app.get(
     '/connect/:secret',
     {
@@ -149,7 +165,10 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
       return hostedPage(services, session, request.params.secret, request.query.popup === '1');
     },
   );
+}
 
+/** A provider link of the hosted page: starts the flow bound to this browser and to the session, if the session allows that provider. */
+function startRoute(app: TypedFastify, services: Services): void {
   app.get(
     '/connect/:secret/start',
     {
@@ -168,11 +187,7 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
       const provider = services.providers.get(request.query.provider);
       if (!session || status !== 'pending' || !provider || !session.allowedProviders.includes(provider.id)) {
         reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
-        if (session && status === 'pending') {
-          reply.code(400);
-          return page('This service is not available here', '<h1>This service is not available here</h1>\n<p>This link does not connect that service. Go back and choose one of those listed.</p>');
-        }
-        const unusable = unusablePage(status === 'pending' ? 'unknown' : status);
+        const unusable = session && status === 'pending' ? NOT_ALLOWED : unusablePage(status === 'pending' ? 'unknown' : status);
         reply.code(unusable.status);
         return unusable.html;
       }

@@ -1,0 +1,149 @@
+/**
+ * The integrations' tables: the integrations, their encrypted secrets, pending OAuth states
+ * and connect sessions. Tenant tables: each leads its keys with `organization_id`.
+ */
+import { sql } from 'drizzle-orm';
+import { boolean, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { createdAt, time, updatedAt } from './columns.ts';
+import { organizations } from './schema.ts';
+
+export type IntegrationStatus = 'connected' | 'expired' | 'invalid' | 'warning';
+
+/** One integration per (organization, provider). */
+export const integrations = pgTable(
+  'integrations',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    id: text('id').notNull(),
+    provider: text('provider').notNull(),
+    name: text('name').notNull(),
+    description: text('description').notNull(),
+    /** Scopes the provider reported as granted. */
+    scopes: text('scopes').array().notNull().default(sql`'{}'::text[]`),
+    /** The provider account's stable id (GitHub numeric id; Slack team:user). */
+    providerAccountId: text('provider_account_id').notNull(),
+    status: text('status').$type<IntegrationStatus>().notNull().default('connected'),
+    /** Whether the last validation accepted the token (the status object's `tokenValid`). */
+    tokenValid: boolean('token_valid').notNull().default(true),
+    /** Whether a refresh token is stored (without decrypting anything). */
+    hasRefreshToken: boolean('has_refresh_token').notNull().default(false),
+    /** Our words for the last failure, never the provider's raw text. */
+    lastError: text('last_error'),
+    detectedAt: time('detected_at'),
+    lastValidatedAt: time('last_validated_at'),
+    /** Access-token expiry in plain (not secret): for scheduling refreshes. */
+    tokenExpiresAt: time('token_expires_at'),
+    refreshTokenExpiresAt: time('refresh_token_expires_at'),
+    /** When the provider last issued a token by refresh: refreshes close together share it. */
+    lastRefreshedAt: time('last_refreshed_at'),
+    /** Bumped whenever the secrets are replaced: refreshes compare-and-set on it. */
+    tokenVersion: integer('token_version').notNull().default(1),
+    nextValidationAt: time('next_validation_at'),
+    /** Cross-process refresh lease: which instance may call the provider, until when. */
+    leaseOwner: text('lease_owner'),
+    leaseUntil: time('lease_until'),
+    /** Non-secret, provider-defined values a client needs to use the token (`instanceUrl`, `sites`…; docs/providers.md). */
+    metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
+    /** The connect session (and its end user) through which it was last connected, if any. */
+    connectedVia: jsonb('connected_via').$type<ConnectedVia | null>(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.id] }),
+    uniqueIndex('integrations_organization_provider_key').on(t.organizationId, t.provider),
+    index('integrations_next_validation_idx').on(t.nextValidationAt),
+  ],
+);
+
+/**
+ * Encrypted secrets, six names per integration at most. Rows are immutable (a
+ * trigger rejects UPDATE): replacing is delete + insert in one transaction.
+ */
+export const integrationSecrets = pgTable(
+  'integration_secrets',
+  {
+    organizationId: text('organization_id').notNull(),
+    integrationId: text('integration_id').notNull(),
+    name: text('name').notNull(),
+    /** Id of the master key (in ENCRYPTION_KEYS) the row is encrypted under. */
+    keyId: text('key_id').notNull(),
+    /** `v1.<salt>.<iv>.<ciphertext+tag>`, base64url parts. */
+    envelope: text('envelope').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.integrationId, t.name] }),
+    index('integration_secrets_key_id_idx').on(t.keyId),
+  ],
+);
+
+/** Server-side OAuth state: single use, consumed atomically on callback. */
+export const oauthStates = pgTable(
+  'oauth_states',
+  {
+    organizationId: text('organization_id').notNull(),
+    /** SHA-256 of the state's random nonce. */
+    nonceHash: text('nonce_hash').notNull(),
+    /** The user who started the flow; null for a flow started through a connect session. */
+    userId: text('user_id'),
+    /** The connect session the flow belongs to (an end user without an account), if any. */
+    connectSessionId: text('connect_session_id'),
+    /** Started in a popup opened by connect.js: the callback answers with a page that tells the opener. */
+    popup: boolean('popup').notNull().default(false),
+    provider: text('provider').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    scopes: text('scopes').array().notNull(),
+    /** The PKCE verifier, encrypted like any secret (null without PKCE). */
+    codeVerifier: text('code_verifier'),
+    codeVerifierKeyId: text('code_verifier_key_id'),
+    /** SHA-256 of the `oauth_tx` cookie value that binds the flow to the browser. */
+    txHash: text('tx_hash').notNull(),
+    expiresAt: time('expires_at').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.nonceHash] }), index('oauth_states_organization_expires_idx').on(t.organizationId, t.expiresAt)],
+);
+
+/** Who connected an integration through a connect session. */
+export interface ConnectedVia {
+  sessionId: string;
+  endUser: EndUser | null;
+}
+
+/** The product's end user a connect session is for (CONTRACT.md §5a). */
+export interface EndUser {
+  id: string;
+  email?: string;
+  displayName?: string;
+}
+
+/**
+ * Connect sessions (CONTRACT.md §5a): a link a product's backend mints so that its end user,
+ * who has no account here, connects one integration for the organization. The secret in the
+ * link is stored only as a SHA-256 hash.
+ */
+export const connectSessions = pgTable(
+  'connect_sessions',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    id: text('id').notNull(),
+    secretHash: text('secret_hash').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    allowedProviders: text('allowed_providers').array().notNull(),
+    endUser: jsonb('end_user').$type<EndUser | null>(),
+    /** `pending`, `completed` or `revoked`; `expired` is read from `expires_at`. */
+    status: text('status').$type<'pending' | 'completed' | 'revoked'>().notNull().default('pending'),
+    integrationId: text('integration_id'),
+    /** The error code of the last failed attempt (the session stays usable until it expires). */
+    lastError: text('last_error'),
+    /** The credential that minted it: kind, id, and its user (null for an API token). */
+    createdByKind: text('created_by_kind').notNull(),
+    createdById: text('created_by_id').notNull(),
+    createdByUserId: text('created_by_user_id'),
+    expiresAt: time('expires_at').notNull(),
+    completedAt: time('completed_at'),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.id] }), uniqueIndex('connect_sessions_secret_hash_key').on(t.secretHash)],
+);
