@@ -232,7 +232,8 @@ describe(`event outbox and webhook dispatcher (${backend})`, () => {
     expect(signatureValid({ ...delivery, body: delivery.body.replace('int_1', 'int_2') }, secret)).toBe(false);
 
     const body = JSON.parse(delivery.body) as Record<string, unknown>;
-    expect(body).toEqual({ id, type: 'integration.connected', occurredAt: expect.any(String), data: { integrationId: 'int_1', marker: 'committed' } });
+    // Every event's data names its organization first.
+    expect(body).toEqual({ id, type: 'integration.connected', occurredAt: expect.any(String), data: { organizationId: ORG, integrationId: 'int_1', marker: 'committed' } });
     const occurredAt = body.occurredAt as string;
     expect(occurredAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     expect(Math.abs(Date.parse(occurredAt) - before)).toBeLessThan(60_000);

@@ -164,6 +164,7 @@ describe('consent', () => {
     const events = await eventsOf(owner.organizationId);
     expect(events).toHaveLength(1);
     expect(events[0]?.data).toEqual({
+      organizationId: owner.organizationId,
       invitation: { id: invitation.id, email: 'event-invitee@example.com', role: 'admin', expiresAt: invitation.expiresAt },
       organization: { id: owner.organizationId, name: invitation.organization.name },
       invitedBy: owner.userId,

@@ -48,7 +48,9 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
   return {
     async emit(tx, afterCommit, event) {
       const id = `evt_${ulid()}`;
-      const data = JSON.stringify(event.data);
+      // Every event names its organization: a product with one organization per customer
+      // routes what it receives by it (decision 98).
+      const data = JSON.stringify({ organizationId: event.organizationId, ...event.data });
       if (ids.length === 0) {
         await tx.execute(sql`INSERT INTO events (organization_id, id, type, data) VALUES (${event.organizationId}, ${id}, ${event.type}, ${data}::jsonb)`);
         return id;

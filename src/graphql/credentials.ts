@@ -124,9 +124,14 @@ export function credentialMutations(t: MutationFields, { PatRef, CreatedPatRef, 
     }),
     createAPIToken: t.field({
       type: CreatedApiTokenRef,
-      args: { name: t.arg.string({ required: true }), expiresAt: t.arg.string({ required: false }) },
+      description: 'Creates an API token for organizationId (default: the current organization), of which the signed-in caller is an owner or admin',
+      args: { name: t.arg.string({ required: true }), expiresAt: t.arg.string({ required: false }), organizationId: t.arg.id({ required: false }) },
       resolve: async (_root, args, ctx) =>
-        createApiToken(await workOf(ctx), { name: args.name, expiresAt: parseDate(args.expiresAt, 'expiresAt') }),
+        createApiToken(await workOf(ctx), {
+          name: args.name,
+          expiresAt: parseDate(args.expiresAt, 'expiresAt'),
+          organizationId: args.organizationId == null ? null : String(args.organizationId),
+        }),
     }),
     revokeAPIToken: t.field({
       type: ApiTokenRef,

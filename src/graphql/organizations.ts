@@ -10,10 +10,12 @@ import { sessionBody, switchOrganization } from '../identity/sessions.ts';
 import { findUserById, publicUser } from '../identity/users.ts';
 import { acceptInvitation, declineInvitation, type Invitation, inviteMember, listInvitations, myInvitations, revokeInvitation } from '../organizations/invitations.ts';
 import {
+  checkExternalId,
   createOrganization,
   getOrganization,
   listMembers,
   type Member,
+  organizationByExternalId,
   type OrganizationRef as OrganizationSummary,
   organizationsOf,
   removeMember,
@@ -25,6 +27,7 @@ import type { CredentialTypes } from './credentials.ts';
 interface OrganizationShape {
   id: string;
   name: string;
+  externalId: string | null;
   role: Role;
 }
 
@@ -58,6 +61,7 @@ export function organizationTypes(builder: Builder) {
     fields: (t) => ({
       id: t.exposeID('id'),
       name: t.exposeString('name'),
+      externalId: t.exposeString('externalId', { nullable: true, description: "The product's own id for it, given to createOrganization" }),
       role: t.exposeString('role', { description: "The caller's role there: owner, admin or member" }),
     }),
   });
@@ -73,7 +77,7 @@ export function organizationTypes(builder: Builder) {
     }),
   });
 
-  const InvitationOrganizationRef = builder.objectRef<OrganizationSummary>('InvitationOrganization').implement({
+  const InvitationOrganizationRef = builder.objectRef<Pick<OrganizationSummary, 'id' | 'name'>>('InvitationOrganization').implement({
     description: 'The organization an invitation is to',
     fields: (t) => ({ id: t.exposeID('id'), name: t.exposeString('name') }),
   });
@@ -118,6 +122,19 @@ export function organizationQueries(t: QueryFields, { UserRef, OrganizationRef, 
       },
     }),
     organization: t.field({ type: OrganizationRef, resolve: (_root, _args, ctx) => currentOrganization(ctx) }),
+    organizationByExternalId: t.field({
+      type: OrganizationRef,
+      nullable: true,
+      description: 'The organization with that externalId among those the caller belongs to (preferring one the caller created), or null',
+      args: { externalId: t.arg.string({ required: true }) },
+      resolve: async (_root, args, ctx) => {
+        const principal = principalOf(ctx);
+        const externalId = checkExternalId(args.externalId);
+        if (principal.userId) return organizationByExternalId(await txOf(ctx), principal.userId, externalId);
+        const current = await currentOrganization(ctx);
+        return current.externalId === externalId ? current : null;
+      },
+    }),
     organizations: t.field({
       type: [OrganizationRef],
       resolve: async (_root, _args, ctx) => {
@@ -148,10 +165,11 @@ export function organizationMutations(t: MutationFields, { OrganizationRef, Memb
   return {
     createOrganization: t.field({
       type: OrganizationRef,
-      args: { name: t.arg.string({ required: true }) },
+      description: 'Creates an organization the caller owns; externalId (1–128 printable characters) is unique among those the caller created',
+      args: { name: t.arg.string({ required: true }), externalId: t.arg.string({ required: false }) },
       resolve: async (_root, args, ctx) => {
         const principal = requireUser(principalOf(ctx));
-        const organization = await createOrganization(await workOf(ctx), { name: args.name, ownerUserId: principal.userId });
+        const organization = await createOrganization(await workOf(ctx), { name: args.name, ownerUserId: principal.userId, externalId: args.externalId });
         return { ...organization, role: 'owner' as const };
       },
     }),

@@ -1,10 +1,11 @@
 import { and, desc, eq, isNull } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
-import { apiTokens, memberships, personalAccessTokens } from '../db/schema.ts';
+import { apiTokens, connectSessions, memberships, personalAccessTokens } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Work } from '../http/unit-of-work.ts';
-import { requireRole, requireSessionUser } from './authorize.ts';
+import type { Role } from '../http/context.ts';
+import { requireRole, requireSessionUser, roleAtLeast } from './authorize.ts';
 import { API_TOKEN_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX } from './credentials.ts';
 
 /** A token as listed: never its value. */
@@ -101,21 +102,34 @@ export async function revokePersonalAccessToken(work: Work, input: { id: string 
     .where(and(eq(personalAccessTokens.id, id), eq(personalAccessTokens.userId, principal.userId), isNull(personalAccessTokens.revokedAt)))
     .returning();
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
-  await recordAudit(work.db, work.actor, { organizationId: principal.organizationId, action: 'personal_access_token.revoked', targetType: 'personal_access_token', targetId: id });
+  const sessionsRevoked = await revokeSessionsMintedBy(work, 'pat', id);
+  await recordAudit(work.db, work.actor, {
+    organizationId: principal.organizationId,
+    action: 'personal_access_token.revoked',
+    targetType: 'personal_access_token',
+    targetId: id,
+    detail: { sessionsRevoked },
+  });
   return patInfo(row);
 }
 
-/** Creates an API token for the caller's organization (owner/admin, signed in, not impersonating). */
-export async function createApiToken(work: Work, input: { name: string; expiresAt?: Date | null }): Promise<Created<TokenInfo>> {
+/**
+ * Creates an API token for an organization the signed-in user (not impersonating) is an owner
+ * or admin of: `organizationId`, default the current one. Another organization's role is read
+ * from its membership row, so a non-member and a member below admin both get 403.
+ */
+export async function createApiToken(work: Work, input: { name: string; expiresAt?: Date | null; organizationId?: string | null }): Promise<Created<TokenInfo>> {
   const user = requireSessionUser(work.actor.principal);
-  requireRole(user, user.organizationId, 'admin');
+  const organizationId = input.organizationId ?? user.organizationId;
+  if (organizationId === user.organizationId) requireRole(user, organizationId, 'admin');
+  else await requireMembershipRole(work, user.userId, organizationId, 'admin');
   const name = assertName(input.name);
   assertFuture(input.expiresAt);
   const token = newOpaqueToken(API_TOKEN_PREFIX);
   const [row] = await work.db
     .insert(apiTokens)
     .values({
-      organizationId: user.organizationId,
+      organizationId,
       id: ulid(),
       name,
       tokenHash: hashToken(token),
@@ -125,8 +139,18 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
     })
     .returning();
   if (!row) throw new Error('insert returned no row');
-  await recordAudit(work.db, work.actor, { organizationId: user.organizationId, action: 'api_token.created', targetType: 'api_token', targetId: row.id });
+  await recordAudit(work.db, work.actor, { organizationId, action: 'api_token.created', targetType: 'api_token', targetId: row.id });
   return { ...apiTokenInfo(row), token };
+}
+
+async function requireMembershipRole(work: Work, userId: string, organizationId: string, minimum: Role): Promise<void> {
+  const [row] = await work.db
+    .select({ role: memberships.role })
+    .from(memberships)
+    .where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, userId)));
+  if (!row || !roleAtLeast(row.role, minimum)) {
+    throw new AppError('FORBIDDEN', { message: `This needs the ${minimum} role or higher in the organization` });
+  }
 }
 
 /** The API tokens of the caller's organization (owner/admin), without values. */
@@ -147,8 +171,29 @@ export async function revokeApiToken(work: Work, input: { organizationId: string
     .where(and(eq(apiTokens.organizationId, organizationId), eq(apiTokens.id, id), isNull(apiTokens.revokedAt)))
     .returning();
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
-  await recordAudit(work.db, work.actor, { organizationId, action: 'api_token.revoked', targetType: 'api_token', targetId: id });
+  const sessionsRevoked = await revokeSessionsMintedBy(work, 'api_token', id, organizationId);
+  await recordAudit(work.db, work.actor, { organizationId, action: 'api_token.revoked', targetType: 'api_token', targetId: id, detail: { sessionsRevoked } });
   return apiTokenInfo(row);
+}
+
+/**
+ * Revokes the pending connect sessions a token minted (decision 97): a revoked credential
+ * leaves no live link behind. A PAT's sessions may be in any organization it listed.
+ */
+async function revokeSessionsMintedBy(work: Work, kind: 'api_token' | 'pat', id: string, organizationId?: string): Promise<number> {
+  const revoked = await work.db
+    .update(connectSessions)
+    .set({ status: 'revoked' })
+    .where(
+      and(
+        organizationId ? eq(connectSessions.organizationId, organizationId) : undefined,
+        eq(connectSessions.createdByKind, kind),
+        eq(connectSessions.createdById, id),
+        eq(connectSessions.status, 'pending'),
+      ),
+    )
+    .returning({ id: connectSessions.id });
+  return revoked.length;
 }
 
 function patInfo(row: typeof personalAccessTokens.$inferSelect): PersonalAccessTokenInfo {

@@ -13,7 +13,7 @@ import { AppError } from '../http/errors.ts';
 import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
 import { requireRole, requireSessionUser, requireUser } from '../identity/authorize.ts';
 import { newId as ulid } from '../lib/ids.ts';
-import { addMembership, normalizeEmail, type OrganizationRef, type OrganizationWithRole } from './organizations.ts';
+import { addMembership, membershipOf, normalizeEmail, type OrganizationRef, type OrganizationWithRole } from './organizations.ts';
 
 /** How long an invitation stays open: 7 days from its (last) sending. */
 export const INVITATION_TTL_SECONDS = 7 * 24 * 60 * 60;
@@ -31,7 +31,7 @@ export interface Invitation {
   role: Role;
   status: InvitationStatus;
   expiresAt: Date;
-  organization: OrganizationRef;
+  organization: Pick<OrganizationRef, 'id' | 'name'>;
 }
 
 const invitationColumns = {
@@ -212,7 +212,9 @@ export async function acceptInvitation(work: Work, input: { id: string }): Promi
   }
   await markAnswered(work.db, row.organizationId, row.id, 'accepted');
   await recordAudit(work.db, work.actor, { organizationId: row.organizationId, action: 'invitation.accepted', targetType: 'invitation', targetId: row.id, detail: { role: row.role } });
-  return { id: row.organizationId, name: row.organizationName, role: row.role };
+  const joined = await membershipOf(work.db, row.organizationId, userId);
+  if (!joined) throw new Error('membership just added is missing');
+  return joined;
 }
 
 /** Declines the caller's open invitation. */

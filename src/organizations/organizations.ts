@@ -1,4 +1,4 @@
-import { and, asc, eq } from 'drizzle-orm';
+import { and, asc, eq, sql } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
@@ -11,6 +11,8 @@ import { requireRole } from '../identity/authorize.ts';
 export interface OrganizationRef {
   id: string;
   name: string;
+  /** The product's own id for it (its customer's), unique per creating user; null when none was given. */
+  externalId: string | null;
 }
 
 export interface OrganizationWithRole extends OrganizationRef {
@@ -26,25 +28,65 @@ export function normalizeOrganizationName(name: string): string {
   return trimmed;
 }
 
-/** Creates an organization owned by `ownerUserId`, queues `organization.created` and audits it. */
-export async function createOrganization(work: UnitOfWork, input: { name: string; ownerUserId: string }): Promise<OrganizationRef> {
+/**
+ * Checks an external id: 1–128 characters, none of them a control, format or unassigned
+ * character (so it prints, and prints as what it is), kept exactly as given.
+ */
+export function checkExternalId(externalId: string, path = 'externalId'): string {
+  const length = [...externalId].length;
+  if (length < 1 || length > 128 || /\p{C}/u.test(externalId)) {
+    throw new AppError('INVALID_INPUT', { details: [{ path, message: 'must be 1–128 printable characters' }] });
+  }
+  return externalId;
+}
+
+/**
+ * Creates an organization owned by `ownerUserId`, queues `organization.created` and audits it.
+ * With an `externalId`, the owner may not have created another with the same one: 409.
+ */
+export async function createOrganization(work: UnitOfWork, input: { name: string; ownerUserId: string; externalId?: string | null }): Promise<OrganizationRef> {
   const name = normalizeOrganizationName(input.name);
+  const externalId = input.externalId == null ? null : checkExternalId(input.externalId);
   const id = ulid();
-  await work.db.insert(organizations).values({ id, name });
+  // The unique index (created_by_user_id, external_id) decides, a concurrent twin included:
+  // no row inserted means the user already created one with that external id.
+  const inserted = await work.db
+    .insert(organizations)
+    .values({ id, name, externalId, createdByUserId: input.ownerUserId })
+    .onConflictDoNothing()
+    .returning({ id: organizations.id });
+  if (inserted.length === 0) throw new AppError('CONFLICT', { message: 'You already created an organization with that externalId' });
   await work.db.insert(memberships).values({ organizationId: id, userId: input.ownerUserId, role: 'owner' });
   await work.outbox.emit(work.db, work.afterCommit, {
     organizationId: id,
     type: 'organization.created',
-    data: { organization: { id, name }, createdBy: input.ownerUserId },
+    data: { organization: { id, name, ...(externalId === null ? {} : { externalId }) }, createdBy: input.ownerUserId },
   });
   await recordAudit(work.db, work.actor, { organizationId: id, action: 'organization.created', targetType: 'organization', targetId: id });
-  return { id, name };
+  return { id, name, externalId };
 }
+
+/**
+ * The organization with `externalId` among those `userId` belongs to, or null: the one they
+ * created with it first, else (another member created it) the oldest membership's.
+ */
+export async function organizationByExternalId(db: Db, userId: string, externalId: string): Promise<OrganizationWithRole | null> {
+  const [row] = await db
+    .select(withRole)
+    .from(memberships)
+    .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
+    .where(and(eq(memberships.userId, userId), eq(organizations.externalId, externalId)))
+    .orderBy(sql`${organizations.createdByUserId} = ${userId} desc`, asc(memberships.createdAt), asc(organizations.id))
+    .limit(1);
+  return row ?? null;
+}
+
+const withRole = { id: organizations.id, name: organizations.name, externalId: organizations.externalId, role: memberships.role };
 
 /** The organization, with the role `userId` holds there, or null when not a member. */
 export async function membershipOf(db: Db, organizationId: string, userId: string): Promise<OrganizationWithRole | null> {
   const [row] = await db
-    .select({ id: organizations.id, name: organizations.name, role: memberships.role })
+    .select(withRole)
     .from(memberships)
     .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
     .where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, userId)));
@@ -54,7 +96,7 @@ export async function membershipOf(db: Db, organizationId: string, userId: strin
 /** Every organization `userId` belongs to, oldest membership first. */
 export async function organizationsOf(db: Db, userId: string): Promise<OrganizationWithRole[]> {
   return db
-    .select({ id: organizations.id, name: organizations.name, role: memberships.role })
+    .select(withRole)
     .from(memberships)
     .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
     .where(eq(memberships.userId, userId))
@@ -63,7 +105,7 @@ export async function organizationsOf(db: Db, userId: string): Promise<Organizat
 
 /** The organization `organizationId`, or null. */
 export async function getOrganization(db: Db, organizationId: string): Promise<OrganizationRef | null> {
-  const [row] = await db.select({ id: organizations.id, name: organizations.name }).from(organizations).where(eq(organizations.id, organizationId));
+  const [row] = await db.select({ id: organizations.id, name: organizations.name, externalId: organizations.externalId }).from(organizations).where(eq(organizations.id, organizationId));
   return row ?? null;
 }
 
