@@ -2,6 +2,7 @@
 // again by its own id, mints an API token for each, and its customers' end users connect —
 // without a person in the loop. The last part runs docs/examples/provision.mjs over HTTP.
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +12,7 @@ import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
-import { freePort } from './helpers/process.ts';
+import { freePort, ROOT, spawnService, waitFor } from './helpers/process.ts';
 import { providerEnv } from './helpers/providers.ts';
 
 const PRODUCT = 'http://127.0.0.1:4456';
@@ -20,6 +21,8 @@ let t: TestApp;
 let gh: FakeProvider;
 let tessera: string;
 let ops: Account;
+let backendPort: number;
+const WEBHOOK_SECRET = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
 
 /** One GraphQL request; the answer's data and errors as they are. */
 async function graphql(token: string, query: string, variables: Record<string, unknown> = {}) {
@@ -42,8 +45,19 @@ beforeAll(async () => {
   gh = await startFakeGitHub();
   gh.addUser({ login: 'customer-user', email: 'user@customer.example' });
   const port = await freePort();
+  backendPort = await freePort();
   tessera = `http://127.0.0.1:${port}`;
-  t = await createTestApp({ env: { ...providerEnv(gh), PUBLIC_URL: tessera, OAUTH_REDIRECT_ORIGINS: `${tessera},${PRODUCT}`, RATE_LIMIT_MAX: '0' } });
+  t = await createTestApp({
+    env: {
+      ...providerEnv(gh),
+      PUBLIC_URL: tessera,
+      OAUTH_REDIRECT_ORIGINS: `${tessera},${PRODUCT}`,
+      RATE_LIMIT_MAX: '0',
+      // The backend example of docs/embedding.md receives the events.
+      EVENTS_WEBHOOK_URL: `http://127.0.0.1:${backendPort}/webhooks/tessera`,
+      EVENTS_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    },
+  });
   await t.fastify.listen({ host: '127.0.0.1', port });
   ops = await registerAndLogin(t.fastify, 'ops');
 });
@@ -232,5 +246,32 @@ describe('the provisioning script of docs/embedding.md', () => {
     expect(lines[1].connectUrl).toMatch(/\/connect\/[A-Za-z0-9_-]{43}$/);
     const byId = await graphql(ops.token, FIND, { id: 'shop-4' });
     expect(byId.data?.organizationByExternalId?.id).toBe(lines[1].organizationId);
+  });
+
+  it('is what docs/embedding.md shows: the backend example appears there whole', async () => {
+    const doc = await readFile(`${ROOT}/docs/embedding.md`, 'utf8');
+    expect(doc).toContain((await readFile(`${ROOT}/docs/examples/backend.mjs`, 'utf8')).trim());
+  });
+
+  it('and the backend example mints a link for the signed-in customer, hears integration.connected, and reads the token', async () => {
+    const [customer] = await provision({ url: tessera, email: ops.email, password: ops.password, customers: [{ id: 'shop-9', name: 'Ninth Shop' }], redirectUri: `${PRODUCT}/done` });
+    const backend = await spawnService(
+      { TESSERA_URL: tessera, EVENTS_WEBHOOK_SECRET: WEBHOOK_SECRET, CUSTOMER_TOKENS: JSON.stringify({ [customer?.organizationId as string]: customer?.apiToken }), RETURN_URL: `${PRODUCT}/done` },
+      { script: 'docs/examples/backend.mjs', port: backendPort },
+    );
+    try {
+      await waitFor(backend, '/', 404, 20_000);
+      const forged = await fetch(`${backend.url}/webhooks/tessera`, { method: 'POST', body: JSON.stringify({ type: 'integration.connected', data: {} }) });
+      expect(forged.status).toBe(401);
+      const link = await fetch(`${backend.url}/connect-link`, { method: 'POST', headers: { 'x-organization': customer?.organizationId as string, 'x-user': 'end-9' } });
+      const { url } = (await link.json()) as { url: string };
+      expect((await connectAsEndUser(url)).searchParams.get('status')).toBe('connected');
+      const deadline = Date.now() + 30_000;
+      while (!backend.output().includes('connected') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(backend.output()).toContain(`connected ${customer?.organizationId} github for end-9; token expires`);
+      expect(backend.output()).not.toContain(customer?.apiToken as string);
+    } finally {
+      await backend.stop();
+    }
   });
 });

@@ -1,4 +1,5 @@
-import { createHmac, createSecretKey, hash, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, hash, type KeyObject, timingSafeEqual } from 'node:crypto';
+import { newSecret } from '../lib/ids.ts';
 import { createSigner, createVerifier } from 'fast-jwt';
 import type { JwtKey } from '../config/load.ts';
 import { remember } from '../lib/bounded.ts';
@@ -10,7 +11,7 @@ const AUDIENCE = 'tessera';
 
 /** A new opaque token: prefix + 32 random bytes, base64url. */
 export function newOpaqueToken(prefix: string): string {
-  return prefix + randomBytes(32).toString('base64url');
+  return prefix + newSecret();
 }
 
 /** Opaque tokens are stored only as this hash. */

@@ -1,4 +1,4 @@
-import { randomFillSync } from 'node:crypto';
+import { randomBytes, randomFillSync } from 'node:crypto';
 import { monotonicFactory, ulid } from 'ulidx';
 
 const pool = new Uint8Array(4096);
@@ -32,3 +32,11 @@ export const PROVIDER_ID = /^[a-z][a-z0-9]{1,31}$/;
 
 /** The shape of our ids (ULID, Crockford base32): anything else names nothing. */
 export const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** A new random secret: 32 bytes, base64url (43 characters). */
+export function newSecret(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** The shape of a `newSecret()`: anything else opens nothing. */
+export const SECRET = /^[A-Za-z0-9_-]{43}$/;

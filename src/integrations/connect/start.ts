@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { newSecret, SECRET } from '../../lib/ids.ts';
 import { calculatePKCECodeChallenge, generateRandomCodeVerifier } from 'oauth4webapi';
 import { isLoopbackHost } from '../../config/load.ts';
 import { type Db, sql } from '../../db/client.ts';
@@ -91,7 +91,7 @@ export async function beginFlow(services: Services, db: Db, flow: FlowInput, exi
   const verifier = provider.definition.pkce ? generateRandomCodeVerifier() : null;
   const sealedVerifier = verifier ? seal(services.config.keyring, { organizationId, recordId: nonceHash, name: 'code_verifier' }, verifier) : null;
   // Parallel flows in one browser share the cookie, so starting a second does not break the first.
-  const txValue = existingTx && /^[A-Za-z0-9_-]{43}$/.test(existingTx) ? existingTx : randomBytes(32).toString('base64url');
+  const txValue = existingTx && SECRET.test(existingTx) ? existingTx : newSecret();
 
   await db.execute(sql`
     WITH purge AS (DELETE FROM oauth_states WHERE organization_id = ${organizationId} AND expires_at < now())

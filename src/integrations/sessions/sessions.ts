@@ -4,14 +4,13 @@
  * without an account here. The session is one more thing an OAuth state carries; the flow
  * itself is the usual one (connect/start.ts, connect/callback.ts).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import { type AuditActor, recordAudit } from '../../audit/audit.ts';
 import type { Db } from '../../db/client.ts';
 import { connectSessions, type EndUser } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
-import { newId } from '../../lib/ids.ts';
-import { ULID } from '../../lib/ids.ts';
+import { newId, newSecret, SECRET, ULID } from '../../lib/ids.ts';
 import type { Services } from '../../services.ts';
 import { checkRedirectUri } from '../connect/start.ts';
 
@@ -77,7 +76,7 @@ export async function mintSession(services: Services, work: { db: Db; actor: Aud
     throw new AppError('PROVIDER_NOT_CONFIGURED', { details: unknown.map((id) => ({ path: 'body.allowedProviders', message: `${id.slice(0, 64)} is not a configured provider` })) });
   }
   if (allowedProviders.length === 0) throw new AppError('PROVIDER_NOT_CONFIGURED', { message: 'No provider is configured' });
-  const secret = randomBytes(32).toString('base64url');
+  const secret = newSecret();
   const id = newId();
   const [row] = await work.db
     .insert(connectSessions)
@@ -124,7 +123,7 @@ export async function revokeSession(work: { db: Db; actor: AuditActor }, organiz
 
 /** The session a link's secret opens, whatever its state, or null. The one lookup not led by an organization: the secret is all the browser has. */
 export async function sessionBySecret(db: Db, secret: string): Promise<ConnectSessionRow | null> {
-  if (!/^[A-Za-z0-9_-]{43}$/.test(secret)) return null;
+  if (!SECRET.test(secret)) return null;
   const [row] = await db.select().from(connectSessions).where(eq(connectSessions.secretHash, secretHash(secret)));
   return row ?? null;
 }
