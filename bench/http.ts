@@ -122,13 +122,13 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
       database,
       logger: createLogger({ level: process.env.BENCH_LOG_LEVEL ?? 'info', stream: sink }),
       routes: (fastify, services) => {
-        fastify.get('/bench/baseline', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async () => {
+        fastify.get('/bench/baseline', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async () => {
           // A prepared statement like the hot paths' own, so the comparison is like for like.
           const [row] = await BASELINE.rows(services.db, { id: organizationId });
           return { row: row ?? null };
         });
         // The same SELECT unprepared, as a plain `db.execute`: what planning every statement costs.
-        fastify.get('/bench/unprepared', { config: { auth: 'unauthenticated' }, schema: { hide: true } }, async () => {
+        fastify.get('/bench/unprepared', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async () => {
           const [row] = await queryRows(services.db, sql`SELECT id, name FROM organizations WHERE id = ${organizationId}`);
           return { row: row ?? null };
         });
