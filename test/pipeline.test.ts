@@ -67,7 +67,7 @@ beforeAll(async () => {
         traces.set(request.id, [...request.ctx.trace]);
       });
       for (const auth of ['authenticated', 'public', 'unauthenticated'] as const) {
-        app.get(`/test/trace/${auth}`, { config: { auth, noStore: true }, schema: { hide: true } }, async (request) => {
+        app.get(`/test/trace/${auth}`, { config: { auth, noStore: true, errors: [] }, schema: { hide: true } }, async (request) => {
           seen[auth] = [...request.ctx.trace];
           handled.add(request.id);
           return { ok: true, hasLog: typeof request.ctx.log.info === 'function', requestId: request.ctx.requestId };
