@@ -19,7 +19,7 @@ createServer(async (req, res) => {
   if (req.url !== '/webhooks/tessera') return res.writeHead(404).end();
   if (!signed(req.headers, body)) return res.writeHead(401).end();
   const { type, data } = JSON.parse(body);
-  if (type === 'integration.connected') {
+  if (type === 'integration.connected' && apiTokens[data.organizationId]) { // events of organizations this backend does not serve are acknowledged and ignored
     const { token } = await tessera(`/v1/integrations/${data.integration.provider}/token`, apiTokens[data.organizationId]);
     console.log(`connected ${data.organizationId} ${data.integration.provider} for ${data.endUser?.id}; token expires ${token.expiresAt}`); // use token.accessToken; never log it
   }
