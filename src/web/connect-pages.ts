@@ -5,8 +5,6 @@
  * rendered HTML with every value escaped, no inline script or style (the CSP allows none),
  * plain links that work without JavaScript.
  */
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { Type } from 'typebox';
 import type { TypedFastify } from '../http/typed.ts';
 import { getOrganization } from '../organizations/organizations.ts';
@@ -15,15 +13,10 @@ import { type FlowOutcome, outcomeParams, callbackRedirect } from '../integratio
 import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE } from '../integrations/connect/start.ts';
 import { type ConnectSessionRow, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
 import type { StateRow } from '../integrations/state.ts';
+import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
 
 /** Our own assets only, nothing inline, never framed; no COOP, so that connect.js keeps a handle on the popup it opened. */
-export const CONNECT_PAGE_HEADERS: Readonly<Record<string, string>> = {
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'no-referrer',
-  'x-content-type-options': 'nosniff',
-  'cache-control': 'no-store',
-};
+export const CONNECT_PAGE_HEADERS: Readonly<Record<string, string>> = { ...HTML_HEADERS, 'cache-control': 'no-store' };
 
 const ASSETS = [
   { url: '/connect.js', file: 'connect.js', type: 'text/javascript; charset=utf-8' },
@@ -131,18 +124,7 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
 
 /** connect.js and the pages' own script and style, read once; revalidated by ETag. */
 function assetRoutes(app: TypedFastify): void {
-  for (const { url, file, type } of ASSETS) {
-    const body = readFileSync(new URL(`./static/${file}`, import.meta.url));
-    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
-    app.get(url, { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request, reply) => {
-      reply.headers({ 'x-content-type-options': 'nosniff', 'cache-control': 'no-cache', etag }).type(type);
-      if (request.headers['if-none-match'] === etag) {
-        reply.code(304);
-        return '';
-      }
-      return body;
-    });
-  }
+  staticFileRoutes(app, ASSETS, { 'x-content-type-options': 'nosniff', 'cache-control': 'no-cache' });
 }
 
 /** The page a session's link opens, or the page saying why it cannot be used. */
