@@ -96,33 +96,42 @@ export interface TransitionDeps {
 }
 
 /**
- * Persists a status transition in its own short transaction (it must survive an error
- * response), with an audit row and an `integration.status_changed` event — only when the
- * status actually changes. Returns the row after the change, or null if it is gone.
+ * Persists a status transition, with an audit row and an `integration.status_changed` event
+ * only when the status actually changes. The common case — the status stays what it is (a
+ * connected token validated again, another 403 of a `warning` one) — is one `UPDATE`; a change
+ * takes a short transaction of its own (it must survive an error response) that locks the row
+ * and reads the status it changes from. Returns the row after, or null if it is gone.
  */
 export async function applyTransition(deps: TransitionDeps, organizationId: string, integrationId: string, next: Transition): Promise<IntegrationRow | null> {
+  const now = new Date();
+  const fields = {
+    status: next.status,
+    lastError: next.lastError,
+    ...(next.tokenValid !== undefined ? { tokenValid: next.tokenValid } : {}),
+    ...(next.validated ? { lastValidatedAt: now } : {}),
+    ...(next.nextValidationAt ? { nextValidationAt: next.nextValidationAt } : {}),
+    updatedAt: sql`now()`,
+  };
+  const where = and(eq(integrations.organizationId, organizationId), eq(integrations.id, integrationId));
+  const [unchanged] = await deps.db
+    .update(integrations)
+    .set({ ...fields, detectedAt: next.status === 'connected' ? null : sql`coalesce(${integrations.detectedAt}, now())` })
+    .where(and(where, eq(integrations.status, next.status)))
+    .returning();
+  if (unchanged) return unchanged;
   const pending: (() => unknown)[] = [];
   const result = await deps.db.transaction(async (tx) => {
     const [before] = await tx
       .select()
       .from(integrations)
-      .where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, integrationId)))
+      .where(where)
       .for('update');
     if (!before) return null;
     const changed = before.status !== next.status;
-    const now = new Date();
     const [after] = await tx
       .update(integrations)
-      .set({
-        status: next.status,
-        lastError: next.lastError,
-        detectedAt: next.status === 'connected' ? null : changed || !before.detectedAt ? now : before.detectedAt,
-        ...(next.tokenValid !== undefined ? { tokenValid: next.tokenValid } : {}),
-        ...(next.validated ? { lastValidatedAt: now } : {}),
-        ...(next.nextValidationAt ? { nextValidationAt: next.nextValidationAt } : {}),
-        updatedAt: sql`now()`,
-      })
-      .where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, integrationId)))
+      .set({ ...fields, detectedAt: next.status === 'connected' ? null : changed || !before.detectedAt ? now : before.detectedAt })
+      .where(where)
       .returning();
     if (changed && after) {
       await recordAudit(tx as Db, deps.actor, {

@@ -1,4 +1,4 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { AuditActor } from '../../audit/audit.ts';
 import { integrations } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
@@ -120,13 +120,6 @@ export class TokenLifecycle {
       return this.validationFailed(loaded, error, actor, { nextValidationAt, recover: options.recover !== false, usedToken: token });
     }
     this.services.metrics?.validationOutcome(loaded.provider.id, 'valid');
-    // The common case, connected and still connected, is one statement; a change takes the full transition.
-    const [unchanged] = await this.services.db
-      .update(integrations)
-      .set({ tokenValid: true, lastError: null, detectedAt: null, lastValidatedAt: sql`now()`, nextValidationAt })
-      .where(and(eq(integrations.organizationId, loaded.row.organizationId), eq(integrations.id, loaded.row.id), eq(integrations.status, 'connected')))
-      .returning();
-    if (unchanged) return { loaded: { ...loaded, row: unchanged }, outcome: { kind: 'valid' } };
     const row = await this.apply(loaded, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
   }
