@@ -9,6 +9,7 @@ import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
 import { providerEnv } from './helpers/providers.ts';
+import { startPath } from '../src/web/connect-pages.ts';
 
 const PRODUCT = 'http://127.0.0.1:4455';
 const RETURN = `${PRODUCT}/integrations/done`;
@@ -31,10 +32,12 @@ async function mint(token: string, body: Record<string, unknown> = {}) {
 
 /** The path of a session's link (its secret is in it). */
 const pathOf = (url: string) => new URL(url).pathname;
+/** The hosted page's link that starts `provider`'s flow. */
+const startOf = (url: string, provider: string) => `${startPath(url.split('/').at(-1) as string)}?provider=${provider}`;
 
 /** Follows a session's link to the provider, as a browser would: the start link, then the provider's redirect back. */
 async function runFlow(sessionUrl: string, provider: FakeProvider, login: string, options: { deny?: boolean; cookie?: string } = {}) {
-  const started = await t.fastify.inject({ url: `${pathOf(sessionUrl)}/start?provider=${provider.id}`, headers: options.cookie ? { cookie: `oauth_tx=${options.cookie}` } : {} });
+  const started = await t.fastify.inject({ url: startOf(sessionUrl, provider.id), headers: options.cookie ? { cookie: `oauth_tx=${options.cookie}` } : {} });
   expect(started.statusCode, started.body).toBe(302);
   const cookie = started.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
   const authUrl = started.headers.location as string;
@@ -110,7 +113,7 @@ describe('the hosted page', () => {
     expect(res.headers['referrer-policy']).toBe('no-referrer');
     expect(res.body).toContain('Acme &#60;script&#62;alert(1)&#60;/script&#62; &#38; Co');
     expect(res.body).not.toContain('<script>alert');
-    expect(res.body).toMatch(/<a class="provider" href="\/connect\/[A-Za-z0-9_-]{43}\/start\?provider=slack">Connect Slack<\/a>[\s\S]*Connect GitHub/);
+    expect(res.body).toMatch(/<a class="provider" href="\/v1\/integrations\/oauth\/connect\/[A-Za-z0-9_-]{43}\/start\?provider=slack">Connect Slack<\/a>[\s\S]*Connect GitHub/);
     expect(res.body).not.toMatch(/<script(?! src)/);
   });
 
@@ -123,7 +126,7 @@ describe('the hosted page', () => {
     const expired = await t.fastify.inject({ url: pathOf(session.url) });
     expect(expired.statusCode).toBe(410);
     expect(expired.body).toContain('This link has expired');
-    const start = await t.fastify.inject({ url: `${pathOf(session.url)}/start?provider=github` });
+    const start = await t.fastify.inject({ url: startOf(session.url, 'github') });
     expect(start.statusCode).toBe(410);
     expect(start.cookies).toEqual([]);
     const revoked = (await mint(apiToken)).json().session;
@@ -177,9 +180,11 @@ describe('connecting through a session', () => {
 
   it('connects one integration at most: of two flows of one session, the second to finish is refused', async () => {
     const { session } = (await mint(apiToken)).json();
-    const first = await t.fastify.inject({ url: `${pathOf(session.url)}/start?provider=github` });
+    const first = await t.fastify.inject({ url: startOf(session.url, 'github') });
     const cookie = first.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
-    const second = await t.fastify.inject({ url: `${pathOf(session.url)}/start?provider=slack`, headers: { cookie: `oauth_tx=${cookie}` } });
+    // The start link lies under the cookie's path, so a browser sends the cookie to the second start.
+    expect(startOf(session.url, 'slack').startsWith(`${first.cookies.find((c) => c.name === 'oauth_tx')?.path}/`)).toBe(true);
+    const second = await t.fastify.inject({ url: startOf(session.url, 'slack'), headers: { cookie: `oauth_tx=${cookie}` } });
     const ghBack = new URL(gh.authorize(first.headers.location as string, 'enduser').location);
     const slackBack = new URL(slack.authorize(second.headers.location as string, 'slacker').location);
     const one = await t.fastify.inject({ url: `${ghBack.pathname}${ghBack.search}`, headers: { cookie: `oauth_tx=${cookie}` } });
@@ -203,7 +208,7 @@ describe('connecting through a session', () => {
     const { session } = (await mint(apiToken, { allowedProviders: ['slack'] })).json();
     const [before] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM oauth_states`);
     for (const provider of ['github', 'gitlab', 'Slack', '', 'slack%00', '../github']) {
-      const res = await t.fastify.inject({ url: `${pathOf(session.url)}/start?provider=${provider}` });
+      const res = await t.fastify.inject({ url: startOf(session.url, provider) });
       expect(res.statusCode, provider).toBe(400);
       expect(res.headers.location).toBeUndefined();
       expect(res.cookies).toEqual([]);
@@ -232,7 +237,7 @@ describe('connecting through a session', () => {
     const secret = session.url.split('/').at(-1) as string;
     await t.fastify.inject({ url: pathOf(session.url) });
     await runFlow(session.url, gh, 'enduser');
-    await t.fastify.inject({ url: `${pathOf(session.url)}/start?provider=nope` });
+    await t.fastify.inject({ url: startOf(session.url, 'nope') });
     expect(t.logs.text).not.toContain(secret);
     expect(t.logs.text).toContain('/connect/[REDACTED]');
   });

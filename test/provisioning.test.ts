@@ -199,7 +199,7 @@ describe('revoking a credential', () => {
 async function connectAsEndUser(connectUrl: string): Promise<URL> {
   const page = await fetch(connectUrl);
   expect(page.status).toBe(200);
-  const startPath = /href="(\/connect\/[^"]+\/start\?provider=github)"/.exec(await page.text())?.[1];
+  const startPath = /href="(\/v1\/integrations\/oauth\/connect\/[^"]+\/start\?provider=github)"/.exec(await page.text())?.[1];
   const started = await fetch(new URL(startPath as string, tessera), { redirect: 'manual' });
   expect(started.status).toBe(302);
   const cookie = (started.headers.get('set-cookie') ?? '').split(';')[0] as string;

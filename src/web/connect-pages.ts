@@ -10,7 +10,7 @@ import type { TypedFastify } from '../http/typed.ts';
 import { getOrganization } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { type FlowOutcome, outcomeParams, callbackRedirect } from '../integrations/connect/callback.ts';
-import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE } from '../integrations/connect/start.ts';
+import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, setTxCookie } from '../integrations/connect/start.ts';
 import { type ConnectSessionRow, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
 import type { StateRow } from '../integrations/state.ts';
 import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
@@ -77,7 +77,7 @@ async function hostedPage(services: Services, session: ConnectSessionRow, secret
     .map((id) => services.providers.get(id))
     .filter((provider) => provider !== undefined)
     .map((provider) => {
-      const href = `/connect/${secret}/start?provider=${encodeURIComponent(provider.id)}${popup ? '&popup=1' : ''}`;
+      const href = `${startPath(secret)}?provider=${encodeURIComponent(provider.id)}${popup ? '&popup=1' : ''}`;
       return `<li><a class="provider" href="${escapeHtml(href)}">Connect ${escapeHtml(provider.displayName)}</a></li>`;
     })
     .join('\n');
@@ -115,7 +115,7 @@ export function flowDonePage(services: Services, state: StateRow, outcome: FlowO
   );
 }
 
-/** `GET /connect/<secret>`, `GET /connect/<secret>/start`, and the assets of those pages and of connect.js. */
+/** `GET /connect/<secret>`, its providers' start links (`startPath`), and the assets of those pages and of connect.js. */
 export function connectPageRoutes(app: TypedFastify, services: Services): void {
   assetRoutes(app);
   hostedPageRoute(app, services);
@@ -149,10 +149,19 @@ function hostedPageRoute(app: TypedFastify, services: Services): void {
   );
 }
 
+/**
+ * Where a provider link of the hosted page starts the flow: under the `oauth_tx` cookie's path,
+ * so that a browser already in a flow sends its cookie and the new flow shares it (a second
+ * flow started does not break the first, as with `POST /v1/integrations/oauth/start`).
+ */
+export function startPath(secret: string): string {
+  return `${OAUTH_COOKIE_PATH}/connect/${secret}/start`;
+}
+
 /** A provider link of the hosted page: starts the flow bound to this browser and to the session, if the session allows that provider. */
 function startRoute(app: TypedFastify, services: Services): void {
   app.get(
-    '/connect/:secret/start',
+    startPath(':secret'),
     {
       config: { auth: 'public', noStore: true, errors: [] },
       schema: {
@@ -179,7 +188,7 @@ function startRoute(app: TypedFastify, services: Services): void {
         { organizationId: session.organizationId, userId: null, connectSessionId: session.id, popup: request.query.popup === '1', provider, scopes: provider.scopes, redirectUri: session.redirectUri },
         request.cookies[OAUTH_TX_COOKIE],
       );
-      reply.setCookie(OAUTH_TX_COOKIE, flow.txValue, { path: OAUTH_COOKIE_PATH, httpOnly: true, sameSite: 'lax', secure: services.config.isProduction, maxAge: services.config.oauth.stateExpiry });
+      setTxCookie(reply, services, flow.txValue);
       reply.code(302).header('location', flow.authUrl);
       return null;
     },

@@ -2,6 +2,7 @@ import { newSecret, SECRET } from '../../lib/ids.ts';
 import { calculatePKCECodeChallenge, generateRandomCodeVerifier } from 'oauth4webapi';
 import { isLoopbackHost } from '../../config/load.ts';
 import { type Db, sql } from '../../db/client.ts';
+import type { FastifyReply } from 'fastify';
 import type { Principal } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
 import { requireRole, requireUser } from '../../identity/authorize.ts';
@@ -11,7 +12,19 @@ import type { ConfiguredProvider } from '../providers/registry.ts';
 import { sha256 } from '../state.ts';
 
 export const OAUTH_TX_COOKIE = 'oauth_tx';
+/** The `oauth_tx` cookie's path (CONTRACT.md §5): every route that starts a flow or ends one is under it, so each sees the cookie. */
 export const OAUTH_COOKIE_PATH = '/v1/integrations/oauth';
+
+/** Sets the cookie binding a flow to this browser (CONTRACT.md §5: HttpOnly, SameSite=Lax, Secure in production, max-age = state expiry). */
+export function setTxCookie(reply: FastifyReply, services: Services, txValue: string): void {
+  reply.setCookie(OAUTH_TX_COOKIE, txValue, {
+    path: OAUTH_COOKIE_PATH,
+    httpOnly: true,
+    sameSite: 'lax',
+    secure: services.config.isProduction,
+    maxAge: services.config.oauth.stateExpiry,
+  });
+}
 
 /** The configured provider, or 400 PROVIDER_NOT_CONFIGURED (unknown id, or no client id/secret). */
 export function configuredProvider(services: Services, id: string): ConfiguredProvider {

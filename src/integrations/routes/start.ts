@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
-import { OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, startConnect } from '../connect/start.ts';
+import { OAUTH_TX_COOKIE, setTxCookie, startConnect } from '../connect/start.ts';
 
 const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
 
@@ -27,13 +27,7 @@ export function startRoute(app: TypedFastify, services: Services): void {
     },
     async (request, reply) => {
       const result = await startConnect(services, services.db, request.ctx.principal, request.body, request.cookies[OAUTH_TX_COOKIE]);
-      reply.setCookie(OAUTH_TX_COOKIE, result.txValue, {
-        path: OAUTH_COOKIE_PATH,
-        httpOnly: true,
-        sameSite: 'lax',
-        secure: services.config.isProduction,
-        maxAge: services.config.oauth.stateExpiry,
-      });
+      setTxCookie(reply, services, result.txValue);
       return { success: true as const, authUrl: result.authUrl, state: result.state };
     },
   );
