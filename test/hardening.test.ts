@@ -459,6 +459,10 @@ describe('GraphQL limits', () => {
       expect(res.statusCode, document.slice(0, 80)).toBe(400);
       expect(res.json().errors[0]).toMatchObject({ message: expect.stringMatching(/too expensive/), extensions: { code: 'INVALID_INPUT' } });
     }
+    // A default the operation declares for its variable counts like a value sent.
+    const defaulted = await query(owner.token, { query: `query($n: Int = 100) { ${Array.from({ length: 30 }, (_, i) => `a${i}: auditLogs(first: $n) { nodes { id action } }`).join(' ')} }` });
+    expect(defaulted.statusCode, defaulted.body.slice(0, 200)).toBe(400);
+    expect(defaulted.json().errors[0]).toMatchObject({ message: expect.stringMatching(/too expensive/), extensions: { code: 'INVALID_INPUT' } });
     const fine = await query(owner.token, { query: '{ auditLogs(first: 100) { nodes { id action } pageInfo { hasNextPage } } }' });
     expect(fine.statusCode, fine.body).toBe(200);
     expect(fine.json().data.auditLogs.nodes.length).toBeGreaterThan(0);

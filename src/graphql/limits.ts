@@ -7,18 +7,21 @@ import {
   type GraphQLNamedType,
   type GraphQLSchema,
   getNamedType,
+  type OperationDefinitionNode,
   getNullableType,
   isInterfaceType,
   isListType,
   isObjectType,
   Kind,
   type SelectionSetNode,
+  valueFromASTUntyped,
 } from 'graphql';
 
 /** A list field without a `first` argument counts as this many items. */
 const DEFAULT_LIST_SIZE = 10;
-/** A connection (a field taking `first`) without one counts as this many items: its resolvers' default page (auditLogs). */
+/** A connection (a field taking `first`) without one counts as this many items: its resolvers' default page (auditLogs), and the most it serves. */
 export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
 /** Lists under a connection that hold one item per page entry. */
 const PAGE_LISTS = new Set(['nodes', 'edges']);
 
@@ -40,10 +43,21 @@ export function documentCost(schema: GraphQLSchema, document: DocumentNode, vari
     if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
     const root = schema.getRootType(definition.operation);
     if (!root) continue;
-    total += selectionCost({ schema, document, variables: variables ?? {} }, definition.selectionSet, root, 1, undefined, 0, budget - total);
+    total += selectionCost({ schema, document, variables: operationVariables(definition, variables ?? {}) }, definition.selectionSet, root, 1, undefined, 0, budget - total);
     if (total > budget) break;
   }
   return total;
+}
+
+/** The values an operation's variables take when it runs: those sent, else the defaults the operation declares. */
+function operationVariables(operation: OperationDefinitionNode, sent: Record<string, unknown>): Record<string, unknown> {
+  const values: Record<string, unknown> = {};
+  for (const definition of operation.variableDefinitions ?? []) {
+    const name = definition.variable.name.value;
+    if (Object.hasOwn(sent, name)) values[name] = sent[name];
+    else if (definition.defaultValue) values[name] = valueFromASTUntyped(definition.defaultValue);
+  }
+  return values;
 }
 
 interface CostContext {

@@ -11,6 +11,7 @@ import { type StatusObject, statusObject } from '../integrations/status.ts';
 import { actorOf, type Builder, type GraphQLContext, principalOf, txOf } from './context.ts';
 import { credentialMutations, credentialQueries, credentialTypes } from './credentials.ts';
 import { organizationMutations, organizationQueries, organizationTypes } from './organizations.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './limits.ts';
 
 interface IntegrationShape {
   row: IntegrationRow;
@@ -148,8 +149,8 @@ builder.queryType({
       args: { first: t.arg.int({ required: false }), after: t.arg.string({ required: false }) },
       resolve: async (_root, args, ctx) => {
         const principal = requireRole(principalOf(ctx), principalOf(ctx).organizationId, 'admin');
-        const first = args.first ?? 20;
-        if (first < 1 || first > 100) throw new AppError('INVALID_INPUT', { details: [{ path: 'first', message: 'must be 1–100' }] });
+        const first = args.first ?? DEFAULT_PAGE_SIZE;
+        if (first < 1 || first > MAX_PAGE_SIZE) throw new AppError('INVALID_INPUT', { details: [{ path: 'first', message: `must be 1–${MAX_PAGE_SIZE}` }] });
         const rows = await listAudit(await txOf(ctx), principal.organizationId, { first: first + 1, ...(args.after ? { after: args.after } : {}) });
         return { nodes: rows.slice(0, first), hasNextPage: rows.length > first };
       },
