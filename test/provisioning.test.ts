@@ -122,6 +122,16 @@ describe('organizationByExternalId', () => {
     expect((await graphql(ops.token, FIND, { id: '' })).errors?.[0]?.extensions.code).toBe('INVALID_INPUT');
   });
 
+  it("for a personal access token, is the organization it acts in or null: it learns nothing of organizations it is not valid for", async () => {
+    const listed = (await create(ops, 'Listed', 'cust_listed')).data?.createOrganization;
+    const unlisted = (await create(ops, 'Unlisted', 'cust_unlisted')).data?.createOrganization;
+    const pat = (await graphql(ops.token, 'mutation ($orgs: [ID!]) { createPersonalAccessToken(name: "scoped", organizationIds: $orgs) { token } }', { orgs: [listed?.id] })).data
+      ?.createPersonalAccessToken?.token as string;
+    expect((await graphql(pat, FIND, { id: 'cust_listed' })).data?.organizationByExternalId?.id).toBe(listed?.id);
+    expect((await graphql(pat, FIND, { id: 'cust_unlisted' })).data?.organizationByExternalId).toBeNull();
+    expect(unlisted?.id).toBeDefined();
+  });
+
   it("for an API token, is its own organization's or null", async () => {
     const org = (await create(ops, 'Hooli', 'cust_hooli')).data?.createOrganization;
     const token = (await graphql(ops.token, API_TOKEN, { org: org?.id })).data?.createAPIToken?.token as string;

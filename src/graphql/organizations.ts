@@ -125,12 +125,13 @@ export function organizationQueries(t: QueryFields, { UserRef, OrganizationRef, 
     organizationByExternalId: t.field({
       type: OrganizationRef,
       nullable: true,
-      description: 'The organization with that externalId among those the caller belongs to (preferring one the caller created), or null',
+      description: 'The organization with that externalId among those the signed-in caller belongs to (preferring one the caller created; a token: the organization it acts in), or null',
       args: { externalId: t.arg.string({ required: true }) },
       resolve: async (_root, args, ctx) => {
         const principal = principalOf(ctx);
         const externalId = checkExternalId(args.externalId);
-        if (principal.userId) return organizationByExternalId(await txOf(ctx), principal.userId, externalId);
+        // A signed-in user looks among all their organizations; a PAT or an API token only at the one it acts in.
+        if (principal.kind === 'jwt' && principal.userId) return organizationByExternalId(await txOf(ctx), principal.userId, externalId);
         const current = await currentOrganization(ctx);
         return current.externalId === externalId ? current : null;
       },
