@@ -155,6 +155,9 @@ describe('loadConfig and secrets', () => {
     { name: 'EVENTS_WEBHOOK_SECRET', env: (value) => ({ EVENTS_WEBHOOK_URL: 'https://hooks.example.com/in', EVENTS_WEBHOOK_SECRET: value }) },
     { name: 'EVENTS_WEBHOOK_URL', env: (value) => ({ EVENTS_WEBHOOK_URL: `http://hooks.example.com/services/${value}`, EVENTS_WEBHOOK_SECRET: `whsec_${KEY}` }) },
     { name: 'INTEGRATION_OAUTH_<P>_CLIENT_SECRET', env: (value) => ({ INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET: value, INTEGRATION_OAUTH_GITHUB_CLIENT_ID: 'id', INTEGRATION_OAUTH_GITHUB_TOKEN_URL: 'ftp://nope' }) },
+    // A '/' would end the authority: what follows is a path, not a password.
+    { name: 'a password in a URL setting not marked secret (PUBLIC_URL)', env: (value) => ({ PUBLIC_URL: `https://admin:${value.replaceAll('/', '')}@exa mple.com` }) },
+    { name: 'a password in a list of URLs (OAUTH_REDIRECT_ORIGINS)', env: (value) => ({ OAUTH_REDIRECT_ORIGINS: `https://ok.example, https://admin:${value.replaceAll(/[/,]/g, '')}@bad host` }) },
     { name: 'secrets.keys in a file', env: () => ({}), file: (value) => ({ secrets: { keys: value } }) },
     { name: 'a client secret in a file', env: () => ({}), file: (value) => ({ integrationOauthProvider: { github: { clientSecret: { value } } } }) },
     { name: 'a YAML file that does not parse', env: () => ({}), file: (value) => `secrets:\n  keys: "${value}\n  : - [` },

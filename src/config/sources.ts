@@ -102,7 +102,9 @@ export function splitList(value: string): string[] {
 
 /** A value short enough to quote in a problem line (only ever a non-secret one). */
 export function shorten(value: string): string {
-  return value.length > 40 ? `${value.slice(0, 37)}...` : value;
+  // A URL's userinfo may be a password (even in a setting not marked secret): never quoted.
+  const shown = value.replace(/\/\/.*@/s, '//[REDACTED]@');
+  return shown.length > 40 ? `${shown.slice(0, 37)}...` : shown;
 }
 
 function getPath(target: Record<string, unknown>, path: string): unknown {
