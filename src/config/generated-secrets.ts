@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { ConfigError } from './load.ts';
 
 /** The secrets development mode generates when they are not set (CONTRACT.md §1). */
 export interface DevSecrets {
@@ -52,10 +53,22 @@ export class GeneratedSecrets {
   private read(): DevSecrets {
     if (this.persist && existsSync(this.file)) {
       this.onDisk = true;
-      return JSON.parse(readFileSync(this.file, 'utf8')) as DevSecrets;
+      return parseStored(readFileSync(this.file, 'utf8'), this.file);
     }
     return { encryptionKeys: `dev1:${randomBytes(32).toString('base64')}`, jwtSecret: randomBytes(48).toString('base64url') };
   }
+}
+
+/** The stored secrets, or a ConfigError that names the file and quotes none of it (a parse error's message would). */
+function parseStored(text: string, file: string): DevSecrets {
+  let stored: Partial<Record<keyof DevSecrets, unknown>> | null = null;
+  try {
+    stored = JSON.parse(text);
+  } catch {
+    // Reported below, without the parser's message.
+  }
+  if (typeof stored?.encryptionKeys === 'string' && typeof stored.jwtSecret === 'string') return { encryptionKeys: stored.encryptionKeys, jwtSecret: stored.jwtSecret };
+  throw new ConfigError([`${file}: unreadable generated secrets; set ENCRYPTION_KEYS and JWT_SECRET, or delete the file (what it encrypted becomes unreadable)`]);
 }
 
 /** Writes generated secrets under DATA_DIR, readable by this user only (0600); refuses to overwrite a file. */

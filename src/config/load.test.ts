@@ -109,6 +109,22 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('refuses a damaged generated-secrets file in words, quoting none of it', () => {
+    for (const content of ['{}', '{"encryptionKeys": 5, "jwtSecret": "x"}', '{"encryptionKeys": "dev1:SECRETSECRETSECRET", "jwt', 'null']) {
+      const dataDir = mkdtempSync(join(tmpdir(), 'tessera-dev-'));
+      writeFileSync(join(dataDir, 'generated-secrets.json'), content);
+      let thrown: unknown;
+      try {
+        loadConfig({ env: { DATA_DIR: dataDir } });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, content).toBeInstanceOf(ConfigError);
+      expect((thrown as ConfigError).problems).toEqual([`${join(dataDir, 'generated-secrets.json')}: unreadable generated secrets; set ENCRYPTION_KEYS and JWT_SECRET, or delete the file (what it encrypted becomes unreadable)`]);
+      expect((thrown as Error).message).not.toContain('SECRETSECRET');
+    }
+  });
+
   it('in development generates missing secrets and says so', () => {
     const config = loadConfig({ env: { DATA_DIR: mkdtempSync(join(tmpdir(), 'tessera-dev-')) }, persistGeneratedSecrets: false });
     expect(config.generatedSecrets).toEqual(['ENCRYPTION_KEYS', 'JWT_SECRET']);
