@@ -195,6 +195,22 @@ describe('connecting through a session', () => {
     expect(slackIntegrations[0]?.n).toBe(0);
   });
 
+  it('does not take whoever is signed in to Tessera in that browser as the actor of a session’s connection', async () => {
+    const bystander = await registerAndLogin(t.fastify, 'bystander');
+    const { session } = (await mint(apiToken, { allowedProviders: ['github'] })).json();
+    const started = await t.fastify.inject({ url: startOf(session.url, 'github') });
+    const tx = started.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
+    const back = new URL(gh.authorize(started.headers.location as string, 'enduser').location);
+    const res = await t.fastify.inject({ url: `${back.pathname}${back.search}`, headers: { cookie: `oauth_tx=${tx}; session=${bystander.cookies.session}` } });
+    const integrationId = new URL(res.headers.location as string).searchParams.get('integration');
+    expect(integrationId).toBeTruthy();
+    const [audit] = await queryRows<{ actor_user_id: string | null; credential_id: string | null }>(
+      t.database.db,
+      sql`SELECT actor_user_id, credential_id FROM audit_logs WHERE organization_id = ${owner.organizationId} AND target_id = ${integrationId} AND action LIKE 'integration.%connected' ORDER BY id DESC LIMIT 1`,
+    );
+    expect(audit).toEqual({ actor_user_id: null, credential_id: null });
+  });
+
   it('reconnecting through a session keeps the integration’s id', async () => {
     const ids = [];
     for (let i = 0; i < 2; i++) {

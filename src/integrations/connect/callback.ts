@@ -107,15 +107,17 @@ async function claimState(services: Services, request: FastifyRequest, input: Ca
   const pending = await findState(services.db, payload.organizationId, nonceHash);
   if (!pending) throw invalidState('unknown or already used');
   if (pending.expiresAt.getTime() <= Date.now()) throw invalidState('expired');
-  const principal = await authenticateOptional(services, request);
-  // A session's flow has no starting user: only its browser (the cookie) can complete it.
+  // A session's flow has no starting user: only its browser (the cookie) can complete it, and
+  // whoever else is signed in there is not its actor.
+  const principal = pending.userId === null ? null : await authenticateOptional(services, request);
   const sameUser = pending.userId !== null && principal?.userId === pending.userId;
   if (sameUser && principal?.organizationId !== pending.organizationId) throw invalidState('organization context changed');
   if (!sameUser && !txMatches(request.cookies[OAUTH_TX_COOKIE], pending.txHash)) throw invalidState('not bound to this browser or user');
   // Of two racing callbacks exactly one gets it.
   const state = await consumeState(services.db, payload.organizationId, nonceHash);
   if (!state) throw invalidState('unknown or already used');
-  return { state, principal };
+  // The audit actor is the starting user's credential only when it is theirs.
+  return { state, principal: sameUser ? principal : null };
 }
 
 /**
