@@ -6,7 +6,7 @@ import { AppError } from '../http/errors.ts';
 import { requireRole } from '../identity/authorize.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';
 import { deleteIntegration } from '../integrations/delete.ts';
-import { loadById } from '../integrations/tokens/loaded.ts';
+import { configuredRow } from '../integrations/tokens/loaded.ts';
 import { type StatusObject, statusObject } from '../integrations/status.ts';
 import { actorOf, type Builder, type GraphQLContext, principalOf, txOf } from './context.ts';
 import { credentialMutations, credentialQueries, credentialTypes } from './credentials.ts';
@@ -180,9 +180,8 @@ builder.mutationType({
         if (ctx.request.ctx.inTransaction) {
           throw new AppError('INVALID_INPUT', { message: 'refreshIntegration must come before any other write in the document' });
         }
-        const row = await findIntegrationById(ctx.services.db, principal.organizationId, String(args.id));
-        if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
-        const refreshed = await ctx.services.lifecycle.refresh(await loadById(ctx.services, principal.organizationId, row.id), actorOf(ctx));
+        const row = configuredRow(ctx.services, await findIntegrationById(ctx.services.db, principal.organizationId, String(args.id)));
+        const refreshed = await ctx.services.lifecycle.refresh(row, actorOf(ctx));
         return integrationShape(ctx, refreshed.row);
       },
     }),

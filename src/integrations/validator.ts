@@ -97,7 +97,7 @@ export async function runValidationPass(services: Services, options: ValidationP
                 current.secrets.refresh_token !== undefined &&
                 refreshDue(current.row, { accessWithinMs: services.config.oauth.validationInterval * 1000, refreshTokenWithinMs: margin });
               if (refreshSoon) {
-                await services.lifecycle.refresh(current, actor);
+                await services.lifecycle.refresh(current.row, actor);
                 result.valid++;
                 continue;
               }

@@ -2,7 +2,8 @@ import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
-import { loadByProvider } from '../tokens/loaded.ts';
+import { findIntegrationByProvider } from '../integrations.ts';
+import { configuredRow } from '../tokens/loaded.ts';
 import { actorOf, member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
 
 /** `POST /v1/integrations/{provider}/refresh` (CONTRACT.md §5): one provider call however many ask at once. */
@@ -28,8 +29,8 @@ export function refreshRoute(app: TypedFastify, services: Services): void {
       const caller = member(request);
       const provider = providerIdFrom(request.params.provider);
       const principal = requireRole(caller, caller.organizationId, 'admin');
-      const loaded = await loadByProvider(services, principal.organizationId, provider);
-      const refreshed = await services.lifecycle.refresh(loaded, actorOf(request));
+      const row = configuredRow(services, await findIntegrationByProvider(services.db, principal.organizationId, provider));
+      const refreshed = await services.lifecycle.refresh(row, actorOf(request));
       const message = `${refreshed.provider.displayName} token refreshed`;
       // Raw tokens go to header credentials only, never while impersonating (decision 39).
       if (principal.viaCookie || principal.impersonatorId) return { success: true as const, message };

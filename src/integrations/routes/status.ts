@@ -5,7 +5,7 @@ import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import { statusObject } from '../status.ts';
-import { type LoadedIntegration, loadById, loadByProvider } from '../tokens/loaded.ts';
+import { type LoadedIntegration, loadById, withSecrets } from '../tokens/loaded.ts';
 import { refreshDue } from '../tokens/policy.ts';
 import { actorOf, member, ProviderParams, providerIdFrom } from './shared.ts';
 
@@ -44,7 +44,7 @@ export function statusRoute(app: TypedFastify, services: Services): void {
       const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
       // Secrets are read and the provider asked only when the last validation is too old.
       if (row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
-        const checked = await liveCheck(services, await loadByProvider(services, principal.organizationId, provider), actorOf(request));
+        const checked = await liveCheck(services, await withSecrets(services, row), actorOf(request));
         return { success: true as const, status: statusObject(checked.row, checked.provider.displayName) };
       }
       return { success: true as const, status: statusObject(row, configured.displayName) };
@@ -55,7 +55,7 @@ export function statusRoute(app: TypedFastify, services: Services): void {
 /** A live check: refresh when the token is due for one, else validate. The status route reports; it does not fail because the provider did. */
 async function liveCheck(services: Services, loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
   try {
-    if (refreshDue(loaded.row) && loaded.secrets.refresh_token) return await services.lifecycle.refresh(loaded, actor);
+    if (refreshDue(loaded.row) && loaded.secrets.refresh_token) return await services.lifecycle.refresh(loaded.row, actor);
     return (await services.lifecycle.validate(loaded, actor)).loaded;
   } catch (error) {
     if (error instanceof AppError && error.status !== 500) return loadById(services, loaded.row.organizationId, loaded.row.id);

@@ -55,7 +55,7 @@ export class TokenLifecycle {
       throw new AppError('TOKEN_VALIDATION_FAILED', { message: 'The token has expired; reconnect the integration' });
     }
     try {
-      return await this.refresh(loaded, actor);
+      return await this.refresh(loaded.row, actor);
     } catch (error) {
       const stillValid = expiresAt > Date.now();
       if (stillValid && error instanceof AppError && (error.code === 'PROVIDER_ERROR' || error.code === 'PROVIDER_RATE_LIMITED')) return loaded;
@@ -63,9 +63,12 @@ export class TokenLifecycle {
     }
   }
 
-  /** Refreshes, once for all concurrent callers in this process and across processes. */
-  refresh(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
-    return this.singleFlight.run(loaded, (latest) => this.refreshHoldingLease(latest, actor));
+  /**
+   * Refreshes the integration `seen` (as the caller read it), once for all concurrent callers
+   * in this process and across processes; its secrets are read under the lease.
+   */
+  refresh(seen: IntegrationRow, actor: AuditActor): Promise<LoadedIntegration> {
+    return this.singleFlight.run(seen, (latest) => this.refreshHoldingLease(latest, actor));
   }
 
   private async refreshHoldingLease(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
@@ -159,7 +162,7 @@ export class TokenLifecycle {
     if (latest.secrets.access_token && latest.secrets.access_token !== usedToken) return latest;
     if (!latest.secrets.refresh_token) return null;
     try {
-      return await this.refresh(latest, actor);
+      return await this.refresh(latest.row, actor);
     } catch (error) {
       if (error instanceof AppError && error.code === 'TOKEN_VALIDATION_FAILED') return null;
       throw error;

@@ -38,10 +38,16 @@ export async function loadById(deps: LoadDeps, organizationId: string, id: strin
   return withSecrets(deps, await findIntegrationById(deps.db, organizationId, id));
 }
 
+/** The row, when there is one and its provider is still configured; 404 otherwise. */
+export function configuredRow(deps: Pick<LoadDeps, 'providers'>, row: IntegrationRow | null): IntegrationRow & { provider: string } {
+  if (!row || !deps.providers.get(row.provider)) throw new AppError('INTEGRATION_NOT_FOUND');
+  return row;
+}
+
 /** A row with its secrets; 404 for no row, or a provider no longer configured. */
-export async function withSecrets(deps: LoadDeps, row: IntegrationRow | null): Promise<LoadedIntegration> {
-  const provider = row ? deps.providers.get(row.provider) : undefined;
-  if (!row || !provider) throw new AppError('INTEGRATION_NOT_FOUND');
+export async function withSecrets(deps: LoadDeps, found: IntegrationRow | null): Promise<LoadedIntegration> {
+  const row = configuredRow(deps, found);
+  const provider = deps.providers.get(row.provider) as ConfiguredProvider;
   const secrets = await readSecrets(deps.db, deps.config.keyring, { organizationId: row.organizationId, integrationId: row.id, provider: row.provider });
   return { row, provider, secrets };
 }

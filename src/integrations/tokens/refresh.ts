@@ -40,8 +40,8 @@ export class SingleFlight {
    * integration as re-read there — unless the version already moved (another refresh won:
    * its result is returned) or a refresh finished within the coalescing window.
    */
-  run(seen: LoadedIntegration, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
-    const key = `${seen.row.organizationId}:${seen.row.id}`;
+  run(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
+    const key = `${seen.organizationId}:${seen.id}`;
     const running = this.inflight.get(key);
     if (running) return running;
     const promise = this.acrossInstances(seen, refresh).finally(() => this.inflight.delete(key));
@@ -49,15 +49,15 @@ export class SingleFlight {
     return promise;
   }
 
-  private async acrossInstances(seen: LoadedIntegration, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
-    const { organizationId, id } = seen.row;
+  private async acrossInstances(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
+    const { organizationId, id } = seen;
     const deadline = Date.now() + this.deps.leaseMs + 2000;
     for (;;) {
       const leased = await this.acquire(organizationId, id);
       if (leased) {
         try {
           const latest = await this.deps.withSecrets(leased);
-          if (latest.row.tokenVersion !== seen.row.tokenVersion) return latest;
+          if (latest.row.tokenVersion !== seen.tokenVersion) return latest;
           // Requests that were concurrent at the client may reach us a little apart: one call serves them all.
           const sinceRefresh = Date.now() - (latest.row.lastRefreshedAt?.getTime() ?? 0);
           if (sinceRefresh < REFRESH_COALESCE_MS && latest.row.status === 'connected') return latest;
@@ -69,8 +69,8 @@ export class SingleFlight {
       await sleep(50);
       const row = await findIntegrationById(this.deps.db, organizationId, id);
       if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
-      if (row.tokenVersion !== seen.row.tokenVersion) return this.deps.withSecrets(row);
-      if (row.status === 'invalid' && seen.row.status !== 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
+      if (row.tokenVersion !== seen.tokenVersion) return this.deps.withSecrets(row);
+      if (row.status === 'invalid' && seen.status !== 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
       if (Date.now() > deadline) throw new AppError('PROVIDER_ERROR', { message: 'A refresh by another instance did not finish in time' });
     }
   }
