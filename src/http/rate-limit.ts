@@ -1,5 +1,6 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { remember } from '../lib/bounded.ts';
 import { AppError } from './errors.ts';
 
 type Limit = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
@@ -91,11 +92,8 @@ export class FailedAuthentications {
       entry.count++;
       return;
     }
-    // Bounded: expired windows go first; a flood of addresses cannot grow the map without end.
-    if (this.counts.size >= 100_000) {
-      for (const [key, value] of this.counts) if (value.resetAt <= now) this.counts.delete(key);
-      if (this.counts.size >= 100_000) this.counts.delete(this.counts.keys().next().value as string);
-    }
-    this.counts.set(ip, { count: 1, resetAt: now + this.windowMs });
+    // Bounded: windows are set in the order they start, so the oldest entry — dropped when the
+    // map is full — is the one that ends first; a flood of addresses costs no sweep.
+    remember(this.counts, ip, { count: 1, resetAt: now + this.windowMs }, 100_000);
   }
 }
