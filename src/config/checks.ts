@@ -61,6 +61,11 @@ export function isLoopbackHost(hostname: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
+/** The https rule (CONTRACT.md §1): https, or http to a loopback host outside production. */
+export function allowedScheme(url: URL, isProduction: boolean): boolean {
+  return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname) && !isProduction);
+}
+
 /** Every value checked, or undefined when any was refused (each refusal reported). */
 function each<T, U>(values: readonly T[], check: (value: T, index: number) => U | undefined): U[] | undefined {
   const checked = values.map(check);
@@ -82,8 +87,7 @@ function url(value: string, at: CheckContext, options: { anyMode?: boolean; secr
     return at.problem(`expected an absolute URL${got(value)}`);
   }
   if (parsed.username || parsed.password || parsed.hash) return at.problem('must not carry userinfo or a fragment');
-  const loopbackHttp = parsed.protocol === 'http:' && isLoopbackHost(parsed.hostname);
-  if (parsed.protocol !== 'https:' && !(loopbackHttp && !production)) {
+  if (!allowedScheme(parsed, production)) {
     return at.problem(`must use https:${production ? '' : ' (http: is allowed only for loopback hosts in development)'}${got(`${parsed.protocol}//${parsed.host}`)}`);
   }
   return parsed.href.replace(/\/$/, '');

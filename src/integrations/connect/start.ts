@@ -1,6 +1,6 @@
 import { newSecret, SECRET } from '../../lib/ids.ts';
 import { calculatePKCECodeChallenge, generateRandomCodeVerifier } from 'oauth4webapi';
-import { isLoopbackHost } from '../../config/load.ts';
+import { allowedScheme } from '../../config/checks.ts';
 import { type Db, sql } from '../../db/client.ts';
 import type { FastifyReply } from 'fastify';
 import type { Principal } from '../../http/context.ts';
@@ -45,8 +45,7 @@ export function checkRedirectUri(services: Services, value: string): string {
   } catch {
     throw refuse('redirectUri must be an absolute URL');
   }
-  const loopbackHttp = url.protocol === 'http:' && isLoopbackHost(url.hostname) && !services.config.isProduction;
-  if (url.protocol !== 'https:' && !loopbackHttp) throw refuse('redirectUri must use https');
+  if (!allowedScheme(url, services.config.isProduction)) throw refuse('redirectUri must use https');
   if (url.username || url.password) throw refuse('redirectUri must not carry userinfo');
   if (url.hash || value.includes('#')) throw refuse('redirectUri must not carry a fragment');
   if (!services.config.oauth.redirectOrigins.includes(url.origin)) throw refuse('redirectUri origin is not allowed');

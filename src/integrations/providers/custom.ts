@@ -7,7 +7,7 @@
  */
 import { Ajv, type ErrorObject } from 'ajv';
 import { type Static, Type } from 'typebox';
-import { isLoopbackHost } from '../../config/load.ts';
+import { allowedScheme } from '../../config/checks.ts';
 import { defineProvider } from './engine.ts';
 import type { ProviderDefinition } from './types.ts';
 
@@ -89,8 +89,7 @@ function urlProblem(value: string, isProduction: boolean): string[] {
     return ['expected an absolute URL'];
   }
   if (url.username || url.password || url.hash) return ['must not carry userinfo or a fragment'];
-  const loopbackHttp = url.protocol === 'http:' && isLoopbackHost(url.hostname) && !isProduction;
-  return url.protocol === 'https:' || loopbackHttp ? [] : [`must use https:${isProduction ? '' : ' (http: only for loopback hosts in development)'}`];
+  return allowedScheme(url, isProduction) ? [] : [`must use https:${isProduction ? '' : ' (http: only for loopback hosts in development)'}`];
 }
 
 function keyOf(error: ErrorObject): string {

@@ -1,4 +1,5 @@
-import { type Config, ConfigError, isLoopbackHost } from '../../config/load.ts';
+import { allowedScheme } from '../../config/checks.ts';
+import { type Config, ConfigError } from '../../config/load.ts';
 import { atlassian } from './atlassian.ts';
 import { bitbucket } from './bitbucket.ts';
 import { discord } from './discord.ts';
@@ -149,10 +150,11 @@ function checkMetadataUrl(definition: ProviderDefinition, key: string, value: un
   } catch {
     throw refuse();
   }
-  const loopback = !isProduction && url.protocol === 'http:' && isLoopbackHost(url.hostname);
   const hosts = definition.metadataHosts ?? [];
   const listed = hosts.some((host) => (host.startsWith('.') ? url.hostname.endsWith(host) : url.hostname === host));
-  if (url.username || url.password || !(loopback || (url.protocol === 'https:' && listed))) throw refuse();
+  // Loopback http (development) passes the https rule on its own; anything else must be https on a listed host.
+  const loopback = url.protocol === 'http:' && allowedScheme(url, isProduction);
+  if (url.username || url.password || !allowedScheme(url, isProduction) || !(loopback || listed)) throw refuse();
 }
 
 /** Each endpoint template filled; one whose placeholder has no value yet (metadata to come) is left empty. */
