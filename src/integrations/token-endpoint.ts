@@ -1,4 +1,4 @@
-import { basicCredentials } from './providers/engine.ts';
+import { clientRequest } from './providers/engine.ts';
 import type { ConfiguredProvider } from './providers/registry.ts';
 import type { TokenSet } from './providers/types.ts';
 
@@ -9,18 +9,12 @@ import type { TokenSet } from './providers/types.ts';
  */
 export async function tokenRequest(provider: ConfiguredProvider, params: Record<string, string>): Promise<TokenSet> {
   const { definition } = provider;
-  const fields: Record<string, string> = { ...params };
-  const headers: Record<string, string> = { accept: 'application/json', ...definition.tokenHeaders };
-  if (definition.clientAuth === 'client_secret_basic') {
-    headers.authorization = `Basic ${basicCredentials(provider.clientId, provider.clientSecret)}`;
-  } else {
-    fields.client_id = provider.clientId;
-    fields.client_secret = provider.clientSecret;
-  }
-  const json = definition.tokenFormat === 'json';
-  headers['content-type'] = json ? 'application/json' : 'application/x-www-form-urlencoded';
-  const body = json ? JSON.stringify(fields) : new URLSearchParams(fields).toString();
-  const response = await provider.context.request(provider.context.endpoints.tokenUrl, { method: 'POST', headers, body });
+  const request = clientRequest(provider, params, {
+    auth: definition.clientAuth === 'client_secret_basic' ? 'basic' : 'body',
+    format: definition.tokenFormat,
+    headers: definition.tokenHeaders,
+  });
+  const response = await provider.context.request(provider.context.endpoints.tokenUrl, { method: 'POST', ...request });
   return definition.parseTokenResponse(response);
 }
 

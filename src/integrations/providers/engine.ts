@@ -156,24 +156,37 @@ function revoker(name: string, spec: RevokeSpec, classify: (response: ProviderRe
   return async (context: ProviderContext, tokens: { accessToken: string; refreshToken?: string }): Promise<void> => {
     const token = spec.token === 'refresh' && tokens.refreshToken ? tokens.refreshToken : tokens.accessToken;
     const auth = spec.auth ?? 'body';
-    const fields: Record<string, string> = spec.param ? { [spec.param]: token } : {};
-    if (auth === 'body') Object.assign(fields, { client_id: context.clientId, client_secret: context.clientSecret });
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (auth === 'basic') headers.authorization = `Basic ${basicCredentials(context.clientId, context.clientSecret)}`;
-    if (auth === 'bearer') headers.authorization = `Bearer ${token}`;
-    let body: string | undefined;
-    if (Object.keys(fields).length > 0) {
-      const json = spec.format === 'json';
-      headers['content-type'] = json ? 'application/json' : 'application/x-www-form-urlencoded';
-      body = json ? JSON.stringify(fields) : new URLSearchParams(fields).toString();
-    }
-    const response = await context.request(context.resolve(spec.url), { method: spec.method ?? 'POST', headers, ...(body !== undefined ? { body } : {}) });
+    const request = clientRequest(context, spec.param ? { [spec.param]: token } : {}, {
+      auth: auth === 'bearer' ? 'none' : auth,
+      format: spec.format ?? 'form',
+      headers: auth === 'bearer' ? { authorization: `Bearer ${token}` } : {},
+    });
+    const response = await context.request(context.resolve(spec.url), { method: spec.method ?? 'POST', ...request });
     const failure = classify(response);
     // A token the provider no longer accepts is as good as revoked (when it was the token that authenticated the call).
     const deadToken = failure?.kind === 'revoked' && auth === 'bearer';
     if (deadToken || ((spec.okStatuses ?? [200, 204]).includes(response.status) && !failure)) return;
     throw failure ?? new ProviderError('forbidden', `${name} did not revoke the grant`, { status: response.status });
   };
+}
+
+/**
+ * A client's request to one of the provider's OAuth endpoints (token, revocation): its
+ * credentials where `auth` puts them (HTTP Basic, or `client_id`/`client_secret` fields), the
+ * fields encoded as `format` says; no body when there are no fields.
+ */
+export function clientRequest(
+  client: { clientId: string; clientSecret: string },
+  params: Record<string, string>,
+  options: { auth: 'basic' | 'body' | 'none'; format: 'form' | 'json'; headers?: Record<string, string> },
+): { headers: Record<string, string>; body?: string } {
+  const fields = options.auth === 'body' ? { ...params, client_id: client.clientId, client_secret: client.clientSecret } : params;
+  const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
+  if (options.auth === 'basic') headers.authorization = `Basic ${basicCredentials(client.clientId, client.clientSecret)}`;
+  if (Object.keys(fields).length === 0) return { headers };
+  const json = options.format === 'json';
+  headers['content-type'] = json ? 'application/json' : 'application/x-www-form-urlencoded';
+  return { headers, body: json ? JSON.stringify(fields) : new URLSearchParams(fields).toString() };
 }
 
 /** HTTP Basic client credentials, each part form-encoded first (RFC 6749 §2.3.1). */
