@@ -8,7 +8,7 @@ import { findIntegrationById, type IntegrationRow, listIntegrations } from '../i
 import { deleteIntegration } from '../integrations/delete.ts';
 import { configuredRow } from '../integrations/tokens/loaded.ts';
 import { type StatusObject, statusObject } from '../integrations/status.ts';
-import { actorOf, type Builder, type GraphQLContext, principalOf, txOf } from './context.ts';
+import { actorOf, type Builder, type GraphQLContext, principalOf, txOf, workOf } from './context.ts';
 import { credentialMutations, credentialQueries, credentialTypes } from './credentials.ts';
 import { organizationMutations, organizationQueries, organizationTypes } from './organizations.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './limits.ts';
@@ -165,8 +165,7 @@ builder.mutationType({
     deleteIntegration: t.boolean({
       args: { id: t.arg.id({ required: true }) },
       resolve: async (_root, args, ctx) => {
-        const work = { tx: () => txOf(ctx), afterCommit: (fn: () => unknown) => ctx.request.ctx.afterCommit(fn), actor: actorOf(ctx) };
-        await deleteIntegration(ctx.services, work, String(args.id));
+        await deleteIntegration(ctx.services, await workOf(ctx), String(args.id));
         return true;
       },
     }),

@@ -1,8 +1,9 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
+import { requestActor } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { findSession, mintSession, revokeSession, SESSION_EXPIRY, sessionView } from '../sessions/sessions.ts';
-import { actorOf, requireTokenReader } from './shared.ts';
+import { requireTokenReader } from './shared.ts';
 
 const EndUserSchema = Type.Object(
   {
@@ -55,7 +56,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
     },
     async (request, reply) => {
       requireTokenReader(request.ctx.principal);
-      const minted = await mintSession(services, { db: await request.ctx.tx(), actor: actorOf(request) }, request.body);
+      const minted = await mintSession(services, { db: await request.ctx.tx(), actor: requestActor(request) }, request.body);
       reply.code(201);
       return { success: true as const, session: { id: minted.id, url: minted.url, expiresAt: minted.expiresAt, allowedProviders: minted.allowedProviders, endUser: minted.endUser } };
     },
@@ -81,7 +82,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
     },
     async (request) => {
       const principal = requireTokenReader(request.ctx.principal);
-      const revoked = await revokeSession({ db: await request.ctx.tx(), actor: actorOf(request) }, principal.organizationId, request.params.id);
+      const revoked = await revokeSession({ db: await request.ctx.tx(), actor: requestActor(request) }, principal.organizationId, request.params.id);
       return { success: true as const, session: sessionView(revoked) };
     },
   );

@@ -1,9 +1,10 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
+import { unitOfWork } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { deleteIntegration } from '../delete.ts';
 import { listIntegrationSummaries } from '../integrations.ts';
-import { actorOf, IntegrationSchema, integrationView, member } from './shared.ts';
+import { IntegrationSchema, integrationView, member } from './shared.ts';
 
 /** `GET /v1/integrations` and `DELETE /v1/integrations/{id}` (CONTRACT.md §5). */
 export function integrationListRoutes(app: TypedFastify, services: Services): void {
@@ -36,8 +37,7 @@ export function integrationListRoutes(app: TypedFastify, services: Services): vo
       },
     },
     async (request) => {
-      const work = { tx: () => request.ctx.tx(), afterCommit: (fn: () => unknown) => request.ctx.afterCommit(fn), actor: actorOf(request) };
-      const deleted = await deleteIntegration(services, work, request.params.id);
+      const deleted = await deleteIntegration(services, await unitOfWork(request, services), request.params.id);
       return { success: true as const, message: `${deleted.displayName} integration deleted` };
     },
   );

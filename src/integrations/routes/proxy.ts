@@ -2,13 +2,14 @@ import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
+import { requestActor } from '../../http/unit-of-work.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
 import { callProvider, invalidPath, type ProxyAnswer, RESPONSE_HEADERS, proxySegments, toResponse } from '../proxy.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
 import { restIsWrite } from '../providers/types.ts';
 import { failureAnswer, verdictFor } from '../tokens/policy.ts';
-import { actorOf, member, providerIdFrom } from './shared.ts';
+import { member, providerIdFrom } from './shared.ts';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
@@ -43,7 +44,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       const writes = definition ? definition.isWrite(request.method, segments, request.body) : restIsWrite(request.method);
       if (writes) requireRole(principal, principal.organizationId, 'admin');
 
-      const actor = actorOf(request);
+      const actor = requestActor(request);
       const loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, providerId), actor);
       const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
       const target = new URL(`${base}/${segments.map(encodeURIComponent).join('/')}${query}`);
@@ -73,7 +74,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
  * marking the integration suspicious.
  */
 async function callUnderPolicy(services: Services, first: LoadedIntegration, target: URL, request: FastifyRequest, body: string | undefined): Promise<ProxyAnswer> {
-  const actor = actorOf(request);
+  const actor = requestActor(request);
   let loaded = first;
   let answer = await callProvider(services, loaded, target, request, body);
   let failure = loaded.provider.definition.classify(toResponse(answer));

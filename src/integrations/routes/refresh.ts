@@ -1,10 +1,11 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
+import { requestActor } from '../../http/unit-of-work.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import { configuredRow } from '../tokens/loaded.ts';
-import { actorOf, member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
+import { member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
 
 /** `POST /v1/integrations/{provider}/refresh` (CONTRACT.md §5): one provider call however many ask at once. */
 export function refreshRoute(app: TypedFastify, services: Services): void {
@@ -30,7 +31,7 @@ export function refreshRoute(app: TypedFastify, services: Services): void {
       const provider = providerIdFrom(request.params.provider);
       const principal = requireRole(caller, caller.organizationId, 'admin');
       const row = configuredRow(services, await findIntegrationByProvider(services.db, principal.organizationId, provider));
-      const refreshed = await services.lifecycle.refresh(row, actorOf(request));
+      const refreshed = await services.lifecycle.refresh(row, requestActor(request));
       const message = `${refreshed.provider.displayName} token refreshed`;
       // Raw tokens go to header credentials only, never while impersonating (decision 39).
       if (principal.viaCookie || principal.impersonatorId) return { success: true as const, message };

@@ -1,6 +1,5 @@
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { AuditActor } from '../../audit/audit.ts';
 import type { Principal } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
 import { requireRole } from '../../identity/authorize.ts';
@@ -60,11 +59,6 @@ export function requireTokenReader(principal: Principal | null): Principal {
 
 /** The roles `requireTokenReader` accepts (API tokens act as admin). */
 export const TOKEN_READER_ROLES = ['owner', 'admin'] as const;
-
-/** Who acts in this request, for audit rows. */
-export function actorOf(request: FastifyRequest): AuditActor {
-  return { principal: request.ctx.principal, requestId: request.id };
-}
 
 /** A token as the API hands it out. */
 export function tokenBody(loaded: LoadedIntegration) {

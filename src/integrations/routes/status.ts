@@ -2,12 +2,13 @@ import { Type } from 'typebox';
 import type { AuditActor } from '../../audit/audit.ts';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
+import { requestActor } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import { statusObject } from '../status.ts';
 import { type LoadedIntegration, loadById, withSecrets } from '../tokens/loaded.ts';
 import { refreshDue } from '../tokens/policy.ts';
-import { actorOf, member, ProviderParams, providerIdFrom } from './shared.ts';
+import { member, ProviderParams, providerIdFrom } from './shared.ts';
 
 const StatusSchema = Type.Object({
   provider: Type.String(),
@@ -44,7 +45,7 @@ export function statusRoute(app: TypedFastify, services: Services): void {
       const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
       // Secrets are read and the provider asked only when the last validation is too old.
       if (row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
-        const checked = await liveCheck(services, await withSecrets(services, row), actorOf(request));
+        const checked = await liveCheck(services, await withSecrets(services, row), requestActor(request));
         return { success: true as const, status: statusObject(checked.row, checked.provider.displayName) };
       }
       return { success: true as const, status: statusObject(row, configured.displayName) };

@@ -1,10 +1,11 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
+import { requestActor } from '../../http/unit-of-work.ts';
 import { PROVIDER_ID } from '../../lib/ids.ts';
 import { AppError } from '../../http/errors.ts';
 import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
-import { actorOf, Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
+import { Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
 
 /** `GET /v1/integrations/{provider}/token` (CONTRACT.md §5): the hot path of the service. */
 export function tokenRoute(app: TypedFastify, services: Services): void {
@@ -34,9 +35,9 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         const principal = requireTokenReader(request.ctx.principal);
         const provider = providerIdFrom(request.params.provider);
         // One statement reads the token and writes the audit row (without the token).
-        loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, { actor: actorOf(request), action: 'integration.token_read' });
+        loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, { actor: requestActor(request), action: 'integration.token_read' });
       }
-      const usable = await lifecycle.usable(loaded, actorOf(request));
+      const usable = await lifecycle.usable(loaded, requestActor(request));
       return { success: true as const, provider: loaded.provider.id, token: tokenBody(usable), metadata: usable.row.metadata };
     },
   );
