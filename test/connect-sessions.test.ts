@@ -211,6 +211,19 @@ describe('connecting through a session', () => {
     expect(audit).toEqual({ actor_user_id: null, credential_id: null });
   });
 
+  it('remembers why an attempt completed by the POST callback failed, and stays usable', async () => {
+    const { session } = (await mint(apiToken, { allowedProviders: ['github'] })).json();
+    const started = await t.fastify.inject({ url: startOf(session.url, 'github') });
+    const tx = started.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
+    const state = new URL(started.headers.location as string).searchParams.get('state');
+    const res = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/callback', headers: { cookie: `oauth_tx=${tx}` }, payload: { provider: 'github', code: 'not-a-code-github-issued', state } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().code).toBe('OAUTH_EXCHANGE_FAILED');
+    const read = await t.fastify.inject({ url: `/v1/connect/sessions/${session.id}`, headers: bearer(apiToken) });
+    expect(read.json().session).toMatchObject({ status: 'pending', error: 'OAUTH_EXCHANGE_FAILED' });
+    expect((await runFlow(session.url, gh, 'enduser')).redirect?.searchParams.get('status')).toBe('connected');
+  });
+
   it('reconnecting through a session keeps the integration’s id', async () => {
     const ids = [];
     for (let i = 0; i < 2; i++) {

@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import type { FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
@@ -6,8 +7,8 @@ import { CallbackFailure, callbackRedirect, completeConnect, type FlowOutcome } 
 import type { StateRow } from '../state.ts';
 import { recordSessionError } from '../sessions/sessions.ts';
 import { CONNECT_PAGE_HEADERS, flowDonePage } from '../../web/connect-pages.ts';
+import { ProviderId } from './shared.ts';
 
-const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
 const CallbackResponse = Type.Object({
   success: Type.Literal(true),
   message: Type.String(),
@@ -22,7 +23,7 @@ export function callbackPostRoute(app: TypedFastify, services: Services): void {
       config: {
         auth: 'public',
         noStore: true,
-        errors: ['INVALID_OAUTH_STATE', 'PROVIDER_NOT_CONFIGURED', 'OAUTH_EXCHANGE_FAILED', 'ACCESS_DENIED', 'FORBIDDEN', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'],
+        errors: ['INVALID_OAUTH_STATE', 'PROVIDER_NOT_CONFIGURED', 'OAUTH_EXCHANGE_FAILED', 'ACCESS_DENIED', 'FORBIDDEN', 'CONFLICT', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'],
       },
       schema: {
         summary: 'Complete a connect flow with the code the provider returned',
@@ -41,7 +42,9 @@ export function callbackPostRoute(app: TypedFastify, services: Services): void {
         const result = await completeConnect(services, request, body);
         return { success: true as const, message: `Successfully connected ${result.displayName} integration`, integration: result.integration };
       } catch (error) {
-        throw error instanceof CallbackFailure ? error.appError : error;
+        if (!(error instanceof CallbackFailure)) throw error;
+        await flowFailed(request, services, error);
+        throw error.appError;
       }
     },
   );
@@ -79,12 +82,10 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
       } catch (error) {
         // An unusable state has nowhere safe to redirect to: that stays a 400.
         if (!(error instanceof CallbackFailure)) throw error;
-        await request.ctx.rollback();
+        await flowFailed(request, services, error);
         state = error.state;
         outcome = { error: error.appError.code };
         request.log.info({ code: error.appError.code, provider: state.provider }, 'connect flow ended with an error');
-        // A session stays usable after a failed attempt; it remembers why the last one failed.
-        if (state.connectSessionId) await recordSessionError(services.db, state.organizationId, state.connectSessionId, error.appError.code);
       }
       if (state.popup) {
         reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
@@ -94,4 +95,14 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
       return null;
     },
   );
+}
+
+/**
+ * A flow that failed once its state was claimed: the request's writes are undone, and a
+ * connect session remembers why its last attempt failed (it stays usable until it expires).
+ */
+async function flowFailed(request: FastifyRequest, services: Services, failure: CallbackFailure): Promise<void> {
+  await request.ctx.rollback();
+  const { state } = failure;
+  if (state.connectSessionId) await recordSessionError(services.db, state.organizationId, state.connectSessionId, failure.appError.code);
 }
