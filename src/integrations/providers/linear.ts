@@ -9,7 +9,7 @@ import { restIsWrite } from './types.ts';
 function isWrite(method: string, segments: readonly string[], body: unknown): boolean {
   if (segments.join('/') !== 'graphql') return restIsWrite(method);
   const query = body && typeof body === 'object' ? (body as { query?: unknown }).query : undefined;
-  if (typeof query !== 'string') return method !== 'GET' && method !== 'HEAD';
+  if (typeof query !== 'string') return restIsWrite(method);
   try {
     return parse(query, { maxTokens: 5000 }).definitions.some((definition) => definition.kind !== Kind.OPERATION_DEFINITION || definition.operation !== 'query');
   } catch {

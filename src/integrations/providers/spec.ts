@@ -6,7 +6,7 @@
  * what data cannot say (choosing Atlassian sites, Slack's read methods), as the optional
  * functions below.
  */
-import type { ProviderContext, ProviderResponse } from './types.ts';
+import type { ProviderContext } from './types.ts';
 
 /**
  * A condition on an API answer. Every given part must hold: `status` (one of), `body`
@@ -135,6 +135,3 @@ export interface ProviderSpec {
   /** Code for which proxied calls write, when not the REST rule (Slack's read methods, Linear's GraphQL queries). */
   isWrite?(method: string, segments: readonly string[], body: unknown): boolean;
 }
-
-/** What a provider's own classification hook may look at. */
-export type ClassifyInput = ProviderResponse;

@@ -3,7 +3,7 @@ import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { findSession, mintSession, revokeSession, SESSION_EXPIRY, sessionView } from '../sessions/sessions.ts';
-import { requireTokenReader } from './shared.ts';
+import { IdParams, requireTokenReader } from './shared.ts';
 
 const EndUserSchema = Type.Object(
   {
@@ -22,7 +22,6 @@ const SessionSchema = Type.Object({
   integrationId: Type.Optional(Type.String()),
   error: Type.Optional(Type.String({ description: 'The error code of the last failed attempt' })),
 });
-const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
 /**
  * Connect sessions (CONTRACT.md §5a): minted, read and revoked by a product's backend with the

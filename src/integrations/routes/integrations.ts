@@ -4,7 +4,7 @@ import { unitOfWork } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { deleteIntegration } from '../delete.ts';
 import { listIntegrationSummaries } from '../integrations.ts';
-import { IntegrationSchema, integrationView, member } from './shared.ts';
+import { IdParams, IntegrationSchema, integrationView, member } from './shared.ts';
 
 /** `GET /v1/integrations` and `DELETE /v1/integrations/{id}` (CONTRACT.md §5). */
 export function integrationListRoutes(app: TypedFastify, services: Services): void {
@@ -32,7 +32,7 @@ export function integrationListRoutes(app: TypedFastify, services: Services): vo
       schema: {
         summary: 'Delete an integration: its secrets and entity; the grant is then revoked at the provider',
         tags: ['integrations'],
-        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        params: IdParams,
         response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }) },
       },
     },

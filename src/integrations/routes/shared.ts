@@ -37,6 +37,12 @@ export const IntegrationSchema = Type.Object({
 
 export const ProviderParams = Type.Object({ provider: Type.String({ maxLength: 64 }) });
 
+/** A provider id in a body. */
+export const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
+
+/** An id in the path (a ULID; anything else is "not found"). */
+export const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
 /** A provider id from a path: a malformed one names no integration, the same 404 as any other (decision 41). */
 export function providerIdFrom(value: string): string {
   if (!PROVIDER_ID.test(value)) throw new AppError('INTEGRATION_NOT_FOUND');

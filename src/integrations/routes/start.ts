@@ -2,8 +2,8 @@ import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { OAUTH_TX_COOKIE, setTxCookie, startConnect } from '../connect/start.ts';
+import { ProviderId } from './shared.ts';
 
-const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
 
 /** `POST /v1/integrations/oauth/start` (CONTRACT.md §5): the provider's authorize URL, and the `oauth_tx` cookie binding the flow to this browser. */
 export function startRoute(app: TypedFastify, services: Services): void {

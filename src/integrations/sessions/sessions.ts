@@ -4,12 +4,12 @@
  * without an account here. The session is one more thing an OAuth state carries; the flow
  * itself is the usual one (connect/start.ts, connect/callback.ts).
  */
-import { createHash } from 'node:crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import { type AuditActor, recordAudit } from '../../audit/audit.ts';
 import type { Db } from '../../db/client.ts';
 import { connectSessions, type EndUser } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
+import { hashToken } from '../../identity/credentials.ts';
 import { newId, newSecret, SECRET, ULID } from '../../lib/ids.ts';
 import type { Services } from '../../services.ts';
 import { checkRedirectUri } from '../connect/start.ts';
@@ -36,11 +36,6 @@ export interface SessionView {
   endUser: EndUser | null;
   integrationId?: string;
   error?: string;
-}
-
-/** The hash a secret is stored and looked up by. */
-export function secretHash(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex');
 }
 
 /** A session's status as of `now`: a pending one past its expiry is `expired`. */
@@ -83,7 +78,7 @@ export async function mintSession(services: Services, work: { db: Db; actor: Aud
     .values({
       organizationId: principal.organizationId,
       id,
-      secretHash: secretHash(secret),
+      secretHash: hashToken(secret),
       redirectUri,
       allowedProviders,
       endUser: input.endUser ?? null,
@@ -124,7 +119,7 @@ export async function revokeSession(work: { db: Db; actor: AuditActor }, organiz
 /** The session a link's secret opens, whatever its state, or null. The one lookup not led by an organization: the secret is all the browser has. */
 export async function sessionBySecret(db: Db, secret: string): Promise<ConnectSessionRow | null> {
   if (!SECRET.test(secret)) return null;
-  const [row] = await db.select().from(connectSessions).where(eq(connectSessions.secretHash, secretHash(secret)));
+  const [row] = await db.select().from(connectSessions).where(eq(connectSessions.secretHash, hashToken(secret)));
   return row ?? null;
 }
 

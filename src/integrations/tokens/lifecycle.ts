@@ -9,7 +9,7 @@ import { applyTransition, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads } from './fast-read.ts';
 import { type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
-import { expiresWithin, FAILURE_POLICY, failureAnswer, REFRESH_AHEAD_MS } from './policy.ts';
+import { expiresWithin, FAILURE_POLICY, failureAnswer, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
 import { storeRotated } from './store-rotated.ts';
 
@@ -48,16 +48,15 @@ export class TokenLifecycle {
    */
   async usable(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
     if (loaded.row.status === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
-    const expiresAt = loaded.row.tokenExpiresAt?.getTime();
-    if (expiresAt === undefined || !expiresWithin(loaded.row.tokenExpiresAt, REFRESH_AHEAD_MS)) return loaded;
-    if (!loaded.row.hasRefreshToken) {
-      if (expiresAt > Date.now()) return loaded;
+    const expired = () => expiresWithin(loaded.row.tokenExpiresAt, 0);
+    if (!refreshDue(loaded.row)) {
+      if (!expired()) return loaded;
       throw new AppError('TOKEN_VALIDATION_FAILED', { message: 'The token has expired; reconnect the integration' });
     }
     try {
       return await this.refresh(loaded.row, actor);
     } catch (error) {
-      const stillValid = expiresAt > Date.now();
+      const stillValid = !expired();
       if (stillValid && error instanceof AppError && (error.code === 'PROVIDER_ERROR' || error.code === 'PROVIDER_RATE_LIMITED')) return loaded;
       throw error;
     }
