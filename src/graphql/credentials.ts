@@ -13,7 +13,6 @@ import {
   revokePersonalAccessToken,
   type TokenInfo,
 } from '../identity/access-tokens.ts';
-import { requireSessionUser } from '../identity/authorize.ts';
 import { type Builder, type MutationFields, principalOf, type QueryFields, workOf } from './context.ts';
 
 /** An optional ISO 8601 date-time argument, or 400 naming `path`. */
@@ -110,7 +109,6 @@ export function credentialMutations(t: MutationFields, { PatRef, CreatedPatRef, 
         organizationIds: t.arg.idList({ required: false }),
       },
       resolve: async (_root, args, ctx) => {
-        requireSessionUser(principalOf(ctx));
         return createPersonalAccessToken(
           await workOf(ctx),
           { name: args.name, expiresAt: parseDate(args.expiresAt, 'expiresAt'), ...(args.organizationIds ? { organizationIds: args.organizationIds.map(String) } : {}) },

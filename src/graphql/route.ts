@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type DocumentNode, GraphQLError, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
+import { type DocumentNode, GraphQLError, type GraphQLSchema, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
 import { type Static, Type } from 'typebox';
 import { AppError } from '../http/errors.ts';
@@ -37,7 +37,7 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
   const { config } = services;
   const schema = graphqlSchema();
   const format = (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => formatError(error, log, config.graphql.introspection);
-  await registerExecutor(app, services, format);
+  await registerExecutor(app, services, schema, format);
 
   app.get(
     '/query',
@@ -93,12 +93,12 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
 }
 
 /** mercurius, as the executor only: its own routes and `application/graphql` parser off, errors in the contract's codes. */
-async function registerExecutor(app: TypedFastify, services: Services, format: (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => FormattedError): Promise<void> {
+async function registerExecutor(app: TypedFastify, services: Services, schema: GraphQLSchema, format: (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => FormattedError): Promise<void> {
   const { config } = services;
   const rules: ValidationRule[] = [];
   if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
   await app.register(mercurius, {
-    schema: graphqlSchema(),
+    schema,
     routes: false,
     graphiql: false,
     queryDepth: config.graphql.maxDepth,

@@ -29,8 +29,7 @@ export function createFastify(config: Config, logger: Logger): TypedFastify {
     // connection each); Node checks pending requests every `connectionsCheckingInterval`.
     requestTimeout: config.server.requestTimeout * 1000,
     http: {
-      requestTimeout: config.server.requestTimeout * 1000,
-      headersTimeout: Math.min(60_000, config.server.requestTimeout * 1000),
+      headersTimeout: config.server.requestTimeout * 1000,
       connectionsCheckingInterval: Math.min(1000, config.server.requestTimeout * 500),
     },
     clientErrorHandler: clientErrorHandler(logger as FastifyBaseLogger),

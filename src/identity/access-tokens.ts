@@ -4,7 +4,7 @@ import { recordAudit } from '../audit/audit.ts';
 import { apiTokens, connectSessions, memberships, personalAccessTokens } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Work } from '../http/unit-of-work.ts';
-import type { Role } from '../http/context.ts';
+import { membershipOf } from '../organizations/organizations.ts';
 import { requireRole, requireSessionUser, roleAtLeast } from './authorize.ts';
 import { API_TOKEN_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX } from './credentials.ts';
 
@@ -122,7 +122,10 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
   const user = requireSessionUser(work.actor.principal);
   const organizationId = input.organizationId ?? user.organizationId;
   if (organizationId === user.organizationId) requireRole(user, organizationId, 'admin');
-  else await requireMembershipRole(work, user.userId, organizationId, 'admin');
+  else {
+    const membership = await membershipOf(work.db, organizationId, user.userId);
+    if (!membership || !roleAtLeast(membership.role, 'admin')) throw new AppError('FORBIDDEN', { message: 'This needs the admin role or higher in the organization' });
+  }
   const name = assertName(input.name);
   assertFuture(input.expiresAt);
   const token = newOpaqueToken(API_TOKEN_PREFIX);
@@ -141,16 +144,6 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
   if (!row) throw new Error('insert returned no row');
   await recordAudit(work.db, work.actor, { organizationId, action: 'api_token.created', targetType: 'api_token', targetId: row.id });
   return { ...apiTokenInfo(row), token };
-}
-
-async function requireMembershipRole(work: Work, userId: string, organizationId: string, minimum: Role): Promise<void> {
-  const [row] = await work.db
-    .select({ role: memberships.role })
-    .from(memberships)
-    .where(and(eq(memberships.organizationId, organizationId), eq(memberships.userId, userId)));
-  if (!row || !roleAtLeast(row.role, minimum)) {
-    throw new AppError('FORBIDDEN', { message: `This needs the ${minimum} role or higher in the organization` });
-  }
 }
 
 /** The API tokens of the caller's organization (owner/admin), without values. */
