@@ -79,6 +79,8 @@ describe('minting a session', () => {
     expect(JSON.stringify(stored)).not.toContain(secret);
     expect(Date.parse(session.expiresAt) - Date.now()).toBeGreaterThan(590_000);
     expect((await mint(owner.token)).statusCode).toBe(201);
+    // An end user's id follows the externalId rule: printable characters, not only ASCII.
+    expect((await mint(apiToken, { endUser: { id: 'józef-顧客' } })).json().session.endUser).toEqual({ id: 'józef-顧客' });
     // Every configured provider by default.
     expect((await mint(owner.token)).json().session.allowedProviders).toEqual(['github', 'slack']);
   });
@@ -94,7 +96,7 @@ describe('minting a session', () => {
     expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...browser(owner), 'content-type': 'application/json' }, payload: { redirectUri: RETURN } })).statusCode).toBe(401);
     expect((await mint(apiToken, { redirectUri: 'https://evil.example/steal' })).json().code).toBe('INVALID_REDIRECT_URI');
     expect((await mint(apiToken, { allowedProviders: ['gitlab'] })).json().code).toBe('PROVIDER_NOT_CONFIGURED');
-    for (const bad of [{ expiresIn: 59 }, { expiresIn: 14401 }, { endUser: { id: '' } }, { endUser: { id: 'x'.repeat(129) } }, { endUser: { id: 'tab\tin' } }, { extra: true }]) {
+    for (const bad of [{ expiresIn: 59 }, { expiresIn: 14401 }, { endUser: { id: '' } }, { endUser: { id: 'x'.repeat(129) } }, { endUser: { id: 'tab\tin' } }, { endUser: { id: 'zero\u200bwidth' } }, { extra: true }]) {
       expect((await mint(apiToken, bad)).json().code, JSON.stringify(bad)).toBe('INVALID_INPUT');
     }
   });

@@ -40,3 +40,11 @@ export function newSecret(): string {
 
 /** The shape of a `newSecret()`: anything else opens nothing. */
 export const SECRET = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * Ids a product gives us for its own things (CONTRACT.md §5a: an organization's `externalId`,
+ * an end user's `id`): 1–128 printable characters — none a control, format or unassigned
+ * character (`\p{C}`), so they print as what they are. As a JSON-schema pattern (Ajv: `u` flag).
+ */
+export const PRODUCT_ID_PATTERN = '^\\P{C}{1,128}$';
+export const PRODUCT_ID = new RegExp(PRODUCT_ID_PATTERN, 'u');

@@ -1,5 +1,5 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
-import { newId as ulid } from '../lib/ids.ts';
+import { PRODUCT_ID, newId as ulid } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { memberships, organizations, users } from '../db/schema.ts';
@@ -33,8 +33,7 @@ export function normalizeOrganizationName(name: string): string {
  * character (so it prints, and prints as what it is), kept exactly as given.
  */
 export function checkExternalId(externalId: string, path = 'externalId'): string {
-  const length = [...externalId].length;
-  if (length < 1 || length > 128 || /\p{C}/u.test(externalId)) {
+  if (!PRODUCT_ID.test(externalId)) {
     throw new AppError('INVALID_INPUT', { details: [{ path, message: 'must be 1–128 printable characters' }] });
   }
   return externalId;

@@ -3,16 +3,8 @@ import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { findSession, mintSession, revokeSession, SESSION_EXPIRY, sessionView } from '../sessions/sessions.ts';
-import { IdParams, requireTokenReader } from './shared.ts';
+import { EndUserSchema, IdParams, requireTokenReader } from './shared.ts';
 
-const EndUserSchema = Type.Object(
-  {
-    id: Type.String({ minLength: 1, maxLength: 128, pattern: '^[\\x20-\\x7e]+$', description: "The product's own id for its end user" }),
-    email: Type.Optional(Type.String({ minLength: 3, maxLength: 254 })),
-    displayName: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-  },
-  { additionalProperties: false },
-);
 const SessionSchema = Type.Object({
   id: Type.String(),
   status: Type.Union([Type.Literal('pending'), Type.Literal('completed'), Type.Literal('expired'), Type.Literal('revoked')]),

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import type { Principal } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
 import { requireRole } from '../../identity/authorize.ts';
-import { PROVIDER_ID } from '../../lib/ids.ts';
+import { PRODUCT_ID_PATTERN, PROVIDER_ID } from '../../lib/ids.ts';
 import { effectiveStatus } from '../status.ts';
 import type { IntegrationSummary } from '../integrations.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
@@ -18,9 +18,17 @@ export const TokenSchema = Type.Object({
   scopes: Type.Array(Type.String()),
 });
 
-const EndUserView = Type.Object({ id: Type.String(), email: Type.Optional(Type.String()), displayName: Type.Optional(Type.String()) });
+/** The end user a product names when it mints a connect session (CONTRACT.md §5a). */
+export const EndUserSchema = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for its end user (1–128 printable characters)" }),
+    email: Type.Optional(Type.String({ minLength: 3, maxLength: 254 })),
+    displayName: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
 /** Which end user connected it, through which connect session (CONTRACT.md §5a); null when an owner or admin did. */
-export const ConnectedViaSchema = Type.Union([Type.Object({ sessionId: Type.String(), endUser: Type.Union([EndUserView, Type.Null()]) }), Type.Null()]);
+export const ConnectedViaSchema = Type.Union([Type.Object({ sessionId: Type.String(), endUser: Type.Union([EndUserSchema, Type.Null()]) }), Type.Null()]);
 
 export const IntegrationSchema = Type.Object({
   id: Type.String(),
