@@ -21,7 +21,6 @@ export const discord = defineProvider({
   api: {
     // 403 with code 50001 (Missing Access) or 50013 (Missing Permissions): forbidden, not revoked.
     deadToken: [{ status: 401 }],
-    rateLimit: [{ status: 429 }],
     retryAfterPath: 'retry_after',
   },
   revoke: { url: '{revokeUrl}', param: 'token', auth: 'body' },

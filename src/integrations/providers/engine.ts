@@ -115,6 +115,17 @@ function accountId(body: unknown, idSpec: string): string | undefined {
   }
 }
 
+/**
+ * Rate limits of any provider (CONTRACT.md §5): a 429, or a 403 that says so — no requests
+ * left, a `Retry-After`, or a "secondary rate limit" message. A definition adds its own.
+ */
+const RATE_LIMITS: Signal[] = [
+  { status: 429 },
+  { status: 403, header: { name: 'x-ratelimit-remaining', equals: '0' } },
+  { status: 403, header: { name: 'retry-after' } },
+  { status: 403, text: 'secondary rate limit' },
+];
+
 /** Whether an API answer signals a failure, and which (see ApiSpec for the order). */
 function classifyAnswer(spec: ProviderSpec, response: ProviderResponse): ProviderError | null {
   const api = spec.api ?? {};
@@ -125,7 +136,7 @@ function classifyAnswer(spec: ProviderSpec, response: ProviderResponse): Provide
   const name = spec.displayName;
   if (matches(api.missingScope)) return new ProviderError('forbidden', `${name} says a scope is missing`, { status });
   if (matches(api.deadToken ?? [{ status: 401 }])) return new ProviderError('revoked', `${name} rejected the token`, { status });
-  if (matches(api.rateLimit ?? [{ status: 429 }])) {
+  if (matches(RATE_LIMITS) || matches(api.rateLimit)) {
     return new ProviderError('rateLimited', `${name} rate limit`, { status, retryAfter: retryAfterSeconds(response, api.retryAfterPath ? textAt(json(), api.retryAfterPath) : undefined) });
   }
   if (status === 403) return new ProviderError('forbidden', `${name} forbade the call`, { status });

@@ -27,13 +27,7 @@ export const github = defineProvider({
   api: {
     scheme: 'token',
     headers: API_HEADERS,
-    // A 403 is a rate limit when GitHub says so: no requests left, a Retry-After, or a "secondary rate limit".
-    rateLimit: [
-      { status: 429 },
-      { status: 403, header: { name: 'x-ratelimit-remaining', equals: '0' } },
-      { status: 403, header: { name: 'retry-after' } },
-      { status: 403, text: 'secondary rate limit' },
-    ],
+    // A 403 is a rate limit when GitHub says so (no requests left, a Retry-After, a "secondary rate limit"): the engine's rule for any provider.
   },
   revoke: { url: '{apiUrl}/applications/{clientId}/grant', method: 'DELETE', param: 'access_token', format: 'json', auth: 'basic', okStatuses: [204, 404] },
 });

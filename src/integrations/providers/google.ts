@@ -25,7 +25,7 @@ export const google = defineProvider({
       { status: 403, body: { path: 'error.details[].reason', equals: 'ACCESS_TOKEN_SCOPE_INSUFFICIENT' } },
     ],
     deadToken: [{ status: 401 }],
-    rateLimit: [{ status: 429 }, { status: 403, body: { path: 'error.errors[].reason', equals: ['rateLimitExceeded', 'userRateLimitExceeded'] } }],
+    rateLimit: [{ status: 403, body: { path: 'error.errors[].reason', equals: ['rateLimitExceeded', 'userRateLimitExceeded'] } }],
   },
   // Revoking either token ends the whole grant; no client authentication.
   revoke: { url: '{revokeUrl}', param: 'token', auth: 'none' },

@@ -46,7 +46,7 @@ export const linear = defineProvider({
   api: {
     missingScope: [{ body: { path: 'errors[].extensions.type', matches: '^forbidden$' } }],
     deadToken: [{ status: 401 }, { body: { path: 'errors[].extensions.type', matches: '^authentication' } }],
-    rateLimit: [{ status: 429 }, { body: { path: 'errors[].extensions.type', matches: '^ratelimited$' } }],
+    rateLimit: [{ body: { path: 'errors[].extensions.type', matches: '^ratelimited$' } }],
   },
   revoke: { url: '{revokeUrl}', auth: 'bearer' },
   isWrite,

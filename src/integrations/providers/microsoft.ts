@@ -23,6 +23,6 @@ export const microsoft = defineProvider({
   api: {
     deadToken: [{ status: 401 }],
     // SharePoint answers 503 with Retry-After when it throttles.
-    rateLimit: [{ status: 429 }, { status: 503, header: { name: 'retry-after' } }],
+    rateLimit: [{ status: 503, header: { name: 'retry-after' } }],
   },
 });

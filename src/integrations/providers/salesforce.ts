@@ -24,7 +24,7 @@ export const salesforce = defineProvider({
   account: { url: '{userInfoUrl}', id: 'user_id', username: ['preferred_username', 'email'], email: 'email', metadata: { organizationId: 'organization_id' } },
   api: {
     deadToken: [{ status: 401 }],
-    rateLimit: [{ status: 429 }, { status: 403, body: { path: '[].errorCode', equals: 'REQUEST_LIMIT_EXCEEDED' } }],
+    rateLimit: [{ status: 403, body: { path: '[].errorCode', equals: 'REQUEST_LIMIT_EXCEEDED' } }],
   },
   revoke: { url: '{revokeUrl}', param: 'token', auth: 'none' },
 });

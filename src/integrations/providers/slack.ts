@@ -56,7 +56,7 @@ export const slack = defineProvider({
   api: {
     missingScope: [{ body: { path: 'error', equals: 'missing_scope' } }],
     deadToken: [{ status: 401 }, { body: { path: 'error', equals: DEAD_TOKEN } }],
-    rateLimit: [{ status: 429 }, { body: { path: 'error', equals: 'ratelimited' } }],
+    rateLimit: [{ body: { path: 'error', equals: 'ratelimited' } }],
   },
   revoke: { url: '{apiUrl}/auth.revoke', auth: 'bearer' },
   isWrite(_method, segments) {

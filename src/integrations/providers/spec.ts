@@ -73,7 +73,7 @@ export interface ApiSpec {
   missingScope?: Signal[];
   /** A dead token: revoked (after the 401 rules). Default: HTTP 401. */
   deadToken?: Signal[];
-  /** A rate limit; status unchanged. Default: HTTP 429. */
+  /** A rate limit besides those of any provider (429; a 403 with no requests left, a Retry-After or "secondary rate limit"); status unchanged. */
   rateLimit?: Signal[];
   /** A dot path in the answer holding seconds to wait (Discord `retry_after`), besides the headers. */
   retryAfterPath?: string;
