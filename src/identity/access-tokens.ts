@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNull } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
 import { apiTokens, connectSessions, memberships, personalAccessTokens } from '../db/schema.ts';
@@ -102,7 +102,7 @@ export async function revokePersonalAccessToken(work: Work, input: { id: string 
     .where(and(eq(personalAccessTokens.id, id), eq(personalAccessTokens.userId, principal.userId), isNull(personalAccessTokens.revokedAt)))
     .returning();
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
-  const sessionsRevoked = await revokeSessionsMintedBy(work, 'pat', id);
+  const sessionsRevoked = await revokeSessionsMintedBy(work, 'pat', id, row.organizationIds);
   await recordAudit(work.db, work.actor, {
     organizationId: principal.organizationId,
     action: 'personal_access_token.revoked',
@@ -164,22 +164,23 @@ export async function revokeApiToken(work: Work, input: { organizationId: string
     .where(and(eq(apiTokens.organizationId, organizationId), eq(apiTokens.id, id), isNull(apiTokens.revokedAt)))
     .returning();
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such active token' });
-  const sessionsRevoked = await revokeSessionsMintedBy(work, 'api_token', id, organizationId);
+  const sessionsRevoked = await revokeSessionsMintedBy(work, 'api_token', id, [organizationId]);
   await recordAudit(work.db, work.actor, { organizationId, action: 'api_token.revoked', targetType: 'api_token', targetId: id, detail: { sessionsRevoked } });
   return apiTokenInfo(row);
 }
 
 /**
  * Revokes the pending connect sessions a token minted (decision 97): a revoked credential
- * leaves no live link behind. A PAT's sessions may be in any organization it listed.
+ * leaves no live link behind. It can only have minted them in the organizations it acts in.
  */
-async function revokeSessionsMintedBy(work: Work, kind: 'api_token' | 'pat', id: string, organizationId?: string): Promise<number> {
+async function revokeSessionsMintedBy(work: Work, kind: 'api_token' | 'pat', id: string, organizationIds: string[]): Promise<number> {
+  if (organizationIds.length === 0) return 0;
   const revoked = await work.db
     .update(connectSessions)
     .set({ status: 'revoked' })
     .where(
       and(
-        organizationId ? eq(connectSessions.organizationId, organizationId) : undefined,
+        inArray(connectSessions.organizationId, organizationIds),
         eq(connectSessions.createdByKind, kind),
         eq(connectSessions.createdById, id),
         eq(connectSessions.status, 'pending'),
