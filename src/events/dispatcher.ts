@@ -55,8 +55,8 @@ type Outcome = { delivered: true } | { delivered: false; error: string };
 
 /**
  * Delivers outbox events to the configured webhooks, at least once, signed per Standard Webhooks.
- * Long as a whole on purpose: a factory whose small inner functions (claim, deliver, record,
- * runOnce, drain, wake) share the dispatcher's state: its timers, its loop and the failing set.
+ * A class of small methods (claim, deliver, record, runOnce, drain, wake) sharing its state:
+ * its timers, its loop and the set of failing webhooks.
  */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   return new WebhookDispatcher(options);

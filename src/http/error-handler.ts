@@ -79,7 +79,7 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
 };
 
 /** Maps anything thrown to the contract's error table; unknown errors become INTERNAL. */
-export function toAppError(error: unknown): AppError {
+function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
   const fastifyError = error as FastifyError & { validationContext?: string };
   if (Array.isArray(fastifyError?.validation)) {

@@ -10,7 +10,7 @@ import type { TypedFastify } from './typed.ts';
 import { installValidation } from './validation.ts';
 
 /** Bodies over 1 MiB get 413 (CONTRACT.md §2). */
-export const BODY_LIMIT = 1024 * 1024;
+const BODY_LIMIT = 1024 * 1024;
 
 /**
  * The Fastify instance with the HTTP layer's rules: request ids, timeouts, errors raised

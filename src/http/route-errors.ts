@@ -31,7 +31,7 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
  * 400/413/415; params or querystring: 400; a path parameter too long for the router:
  * 404); and the codes it declares itself.
  */
-export function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' | 'config'>, routeClass: RouteClass): Set<ErrorCode> {
+function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' | 'config'>, routeClass: RouteClass): Set<ErrorCode> {
   const methods = new Set((Array.isArray(route.method) ? route.method : [route.method]).map((method) => method.toUpperCase()));
   const unsafe = [...methods].some((method) => !SAFE_METHODS.has(method));
   const schema = route.schema ?? {};

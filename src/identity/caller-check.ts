@@ -1,7 +1,7 @@
 /**
  * Credential checks in SQL, and the one way a checked caller becomes a `Principal`. The
  * session and API-token checks (`callerCheck`) are also folded into the token read's own
- * statement (src/integrations/lifecycle.ts), so their text is shared, not copied.
+ * statement (src/integrations/tokens/fast-read.ts), so their text is shared, not copied.
  */
 import type { SQL } from 'drizzle-orm';
 import { type Db, HotStatement, sql } from '../db/client.ts';
