@@ -15,8 +15,8 @@ import { type ConnectSessionRow, sessionBySecret, sessionStatus } from '../integ
 import type { StateRow } from '../integrations/state.ts';
 import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
 
-/** Our own assets only, nothing inline, never framed; no COOP, so that connect.js keeps a handle on the popup it opened. */
-export const CONNECT_PAGE_HEADERS: Readonly<Record<string, string>> = { ...HTML_HEADERS, 'cache-control': 'no-store' };
+/** The pages' policy without COOP, so that connect.js keeps a handle on the popup it opened (no-store: the routes' `noStore`). */
+export const CONNECT_PAGE_HEADERS = HTML_HEADERS;
 
 const ASSETS = [
   { url: '/connect.js', file: 'connect.js', type: 'text/javascript; charset=utf-8' },
