@@ -7,6 +7,7 @@ import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import { graphqlData } from './helpers/graphql.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
 import { providerEnv } from './helpers/providers.ts';
 import { startPath } from '../src/web/connect-pages.ts';
@@ -20,11 +21,7 @@ let slack: FakeProvider;
 let owner: Account;
 let apiToken: string;
 
-async function gql(token: string, query: string) {
-  const res = await t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(token), payload: { query } });
-  expect(res.json().errors, res.body).toBeUndefined();
-  return res.json().data;
-}
+const gql = (token: string, query: string) => graphqlData(t.fastify, token, query);
 
 async function mint(token: string, body: Record<string, unknown> = {}) {
   return t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: bearer(token), payload: { redirectUri: RETURN, ...body } });

@@ -11,7 +11,7 @@ import type { ScreenUser } from './fakes/toolkit.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
 import { spawnService } from './helpers/process.ts';
-import { startFlow } from './helpers/providers.ts';
+import { connect, startFlow } from './helpers/providers.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-custom-'));
 function configFile(name: string, lines: string[]): string {
@@ -91,9 +91,7 @@ describe('a custom provider defined in the config file only', () => {
     const status = await t.fastify.inject({ url: '/v1/integrations/acme/status', headers: bearer(owner.token) });
     expect(status.json().status).toMatchObject({ status: 'invalid', actions: ['reconnect'] });
 
-    const again = await startFlow(t.fastify, owner.token, 'acme');
-    const second = fake.authorize(again.authUrl, 'wile');
-    const reconnected = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/callback', headers: { cookie: `oauth_tx=${again.txCookie}` }, payload: { provider: 'acme', code: second.code, state: second.state } });
+    const reconnected = await connect(t.fastify, owner.token, fake, 'wile');
     expect(reconnected.json().integration.id).toBe(id);
     expect((await t.fastify.inject({ method: 'DELETE', url: `/v1/integrations/${id}`, headers: bearer(owner.token) })).statusCode).toBe(200);
     await expect.poll(() => fake.stats.revocations, { timeout: 5000 }).toBe(1);

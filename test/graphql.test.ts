@@ -7,6 +7,7 @@ import { graphqlSchema } from '../src/graphql/schema.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import { graphqlRequest } from './helpers/graphql.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
 import { connect, providerEnv } from './helpers/providers.ts';
 
@@ -27,10 +28,7 @@ afterAll(async () => {
   await gh?.close();
 });
 
-async function gql(token: string, query: string, variables?: Record<string, unknown>) {
-  const res = await t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(token), payload: { query, ...(variables ? { variables } : {}) } });
-  return { status: res.statusCode, body: res.json(), raw: res.body };
-}
+const gql = (token: string, query: string, variables?: Record<string, unknown>) => graphqlRequest(t.fastify, token, query, variables);
 
 describe('transport', () => {
   it('answers GET /query with 405 in the error shape', async () => {

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import { graphqlRequest } from './helpers/graphql.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
 
 let t: TestApp;
@@ -16,11 +17,7 @@ afterAll(async () => {
 const DAY_MS = 24 * 60 * 60 * 1000;
 const INVITATION_FIELDS = 'id email role status expiresAt organization { id name }';
 
-async function gql(auth: string | Record<string, string>, query: string, variables?: Record<string, unknown>) {
-  const headers = typeof auth === 'string' ? bearer(auth) : auth;
-  const res = await t.fastify.inject({ method: 'POST', url: '/query', headers, payload: { query, ...(variables ? { variables } : {}) } });
-  return { status: res.statusCode, body: res.json(), raw: res.body };
-}
+const gql = (auth: string | Record<string, string>, query: string, variables?: Record<string, unknown>) => graphqlRequest(t.fastify, auth, query, variables);
 
 type Answer = Awaited<ReturnType<typeof gql>>;
 

@@ -276,9 +276,7 @@ describe('the provisioning script of docs/embedding.md', () => {
       const link = await fetch(`${backend.url}/connect-link`, { method: 'POST', headers: { 'x-organization': customer?.organizationId as string, 'x-user': 'end-9' } });
       const { url } = (await link.json()) as { url: string };
       expect((await connectAsEndUser(url)).searchParams.get('status')).toBe('connected');
-      const deadline = Date.now() + 30_000;
-      while (!backend.output().includes('connected') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(backend.output()).toContain(`connected ${customer?.organizationId} github for end-9; token expires`);
+      await expect.poll(() => backend.output(), { timeout: 30_000 }).toContain(`connected ${customer?.organizationId} github for end-9; token expires`);
       expect(backend.output()).not.toContain(customer?.apiToken as string);
     } finally {
       await backend.stop();
