@@ -109,6 +109,18 @@ export function bearerOf(ctx: FakeContext): string | undefined {
   return /^Bearer\s+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '')?.[1];
 }
 
+/** The user whose live access token the request carries as a bearer token, if any. */
+export function bearerUser(ctx: FakeContext, core: FakeCore<ScreenUser>): ScreenUser | undefined {
+  const check = core.grants.checkAccess(bearerOf(ctx) ?? '');
+  return check.status === 'valid' ? core.user(check.family.login) : undefined;
+}
+
+/** Whether the request authenticates the client as `mode` says (RFC 6749 §2.3.1): HTTP Basic, or id and secret in the body. */
+export function clientAuthenticated(ctx: FakeContext, core: FakeCore<ScreenUser>, params: Record<string, string>, mode: 'basic' | 'body'): boolean {
+  const client = mode === 'basic' ? basicCredentials(ctx.req) : { id: params.client_id, secret: params.client_secret };
+  return client?.id === core.clientId && client.secret === core.clientSecret;
+}
+
 /** Starts a screened fake on loopback. */
 export function startScreenFake(screen: Screen, options: FakeProviderOptions = {}): Promise<FakeProvider<ScreenUser>> {
   const separator = screen.scopeSeparator ?? ' ';
@@ -120,11 +132,10 @@ export function startScreenFake(screen: Screen, options: FakeProviderOptions = {
   });
   return startFakeProvider<ScreenUser>(options, { clientId: screen.clientId, clientSecret: screen.clientSecret }, (core) => {
     function token(ctx: FakeContext, params: Record<string, string>): FakeReply {
-      const basic = basicCredentials(ctx.req);
-      const client = screen.clientAuth === 'basic' ? basic : screen.clientAuth === 'body' ? { id: params.client_id, secret: params.client_secret } : (basic ?? { id: params.client_id, secret: params.client_secret });
+      const mode = screen.clientAuth === 'either' ? (basicCredentials(ctx.req) ? 'basic' : 'body') : screen.clientAuth;
       const grantType = params.grant_type;
       const kind = grantType === 'refresh_token' ? 'refresh' : 'exchange';
-      if (client?.id !== core.clientId || client.secret !== core.clientSecret) return screen.tokenError('invalid_client', kind);
+      if (!clientAuthenticated(ctx, core, params, mode)) return screen.tokenError('invalid_client', kind);
       if (grantType === 'authorization_code') {
         const found = core.grants.peekCode(params.code ?? '');
         if (found.status !== 'valid') return screen.tokenError('invalid_grant', kind);

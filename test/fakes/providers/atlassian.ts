@@ -27,7 +27,7 @@ export function startFakeAtlassian(options: FakeProviderOptions = {}) {
         if (request.params?.audience !== 'api.atlassian.com') throw new FakeAuthorizeError('audience is required: api.atlassian.com');
       },
       userId: (n) => `5b10ac8d82e05b22cc7d4e${String(n).padStart(2, '0')}`,
-      tokenAnswer: (family) => ({ access_token: family.accessToken, expires_in: 3600, token_type: 'Bearer', ...(family.refreshToken ? { refresh_token: family.refreshToken } : {}), scope: family.scopes.join(' ') }),
+      tokenAnswer: (family) => ({ access_token: family.accessToken, expires_in: family.profile.accessTtlSeconds, token_type: 'Bearer', ...(family.refreshToken ? { refresh_token: family.refreshToken } : {}), scope: family.scopes.join(' ') }),
       tokenError: (failure, kind) =>
         failure === 'invalid_client'
           ? json(401, { error: 'access_denied', error_description: 'Unauthorized' })

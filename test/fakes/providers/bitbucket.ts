@@ -21,7 +21,7 @@ export function startFakeBitbucket(options: FakeProviderOptions = {}) {
       tokenAnswer: (family) => ({
         access_token: family.accessToken,
         scopes: 'account email repository',
-        expires_in: 7200,
+        expires_in: family.profile.accessTtlSeconds,
         refresh_token: family.refreshToken,
         token_type: 'bearer',
         state: 'authorization_code',

@@ -17,7 +17,7 @@ export function startFakeDiscord(options: FakeProviderOptions = {}) {
       access: { ttl: 604800 },
       refresh: 'rotate',
       userId: (n) => String(80351110224678912n + BigInt(n)),
-      tokenAnswer: (family) => ({ access_token: family.accessToken, token_type: 'Bearer', expires_in: 604800, refresh_token: family.refreshToken, scope: family.scopes.join(' ') }),
+      tokenAnswer: (family) => ({ access_token: family.accessToken, token_type: 'Bearer', expires_in: family.profile.accessTtlSeconds, refresh_token: family.refreshToken, scope: family.scopes.join(' ') }),
       tokenError: (failure) => json(failure === 'invalid_client' ? 401 : 400, { error: failure, error_description: failure === 'invalid_grant' ? 'Invalid "refresh_token" in request.' : undefined }),
       api: {
         'GET /users/@me': ({ user }) => json(200, { id: user.id, username: user.login, global_name: user.name, discriminator: '0', email: user.email, verified: true }),

@@ -1,5 +1,5 @@
 import type { FakeProviderOptions } from '../common.ts';
-import { json, revokeAnyway, startScreenFake } from '../toolkit.ts';
+import { clientAuthenticated, json, revokeAnyway, startScreenFake } from '../toolkit.ts';
 
 // From GitLab's OAuth 2.0 provider and REST API docs: Doorkeeper-style errors, a two-hour
 // access token, and a refresh that retires the old access and refresh token together.
@@ -22,7 +22,7 @@ export function startFakeGitLab(options: FakeProviderOptions = {}) {
       tokenAnswer: (family, _user, _kind, core) => ({
         access_token: family.accessToken,
         token_type: 'Bearer',
-        expires_in: 7200,
+        expires_in: family.profile.accessTtlSeconds,
         refresh_token: family.refreshToken,
         scope: family.scopes.join(' '),
         created_at: Math.floor(core.now() / 1000),
@@ -35,7 +35,11 @@ export function startFakeGitLab(options: FakeProviderOptions = {}) {
         'GET /user': ({ user }) => json(200, { id: Number(user.id), username: user.login, name: user.name, state: 'active', email: user.email, public_email: null }),
         'GET /projects': () => json(200, []),
       },
-      other: { 'POST /oauth/revoke': (_ctx, core, params) => revokeAnyway(core, params.token) },
+      // Doorkeeper's revoke authenticates the client like its token endpoint.
+      other: {
+        'POST /oauth/revoke': (ctx, core, params) =>
+          clientAuthenticated(ctx, core, params, 'body') ? revokeAnyway(core, params.token) : json(401, { error: 'invalid_client', error_description: 'Client authentication failed' }),
+      },
       deadToken: () => json(401, { error: 'invalid_token', error_description: 'Token was revoked. You have to re-authorize from the user.' }, { 'www-authenticate': 'Bearer realm="Doorkeeper", error="invalid_token"' }),
       missingScope: () => json(403, { error: 'insufficient_scope', error_description: 'The request requires higher privileges than provided by the access token.', scope: 'api read_api' }),
       rateLimited: () => ({ status: 429, headers: { 'content-type': 'text/plain', 'retry-after': '30', 'ratelimit-limit': '2000', 'ratelimit-remaining': '0', 'ratelimit-reset': String(Math.floor(Date.now() / 1000) + 30) }, text: 'Retry later' }),

@@ -1,5 +1,5 @@
 import type { FakeProviderOptions } from '../common.ts';
-import { bearerOf, json, revokeToken, startScreenFake } from '../toolkit.ts';
+import { bearerUser, json, revokeToken, startScreenFake } from '../toolkit.ts';
 
 // From Google's OAuth 2.0 for web server apps, OpenID Connect and API error docs: a refresh
 // token only with access_type=offline, refresh answers without a new refresh token (the old one
@@ -23,7 +23,7 @@ export function startFakeGoogle(options: FakeProviderOptions = {}) {
       userId: (n) => String(109876543210000000000n + BigInt(n)),
       tokenAnswer: (family, _user, kind) => ({
         access_token: family.accessToken,
-        expires_in: 3599,
+        expires_in: family.profile.accessTtlSeconds,
         ...(kind === 'exchange' && family.refreshToken ? { refresh_token: family.refreshToken } : {}),
         scope: family.scopes.join(' '),
         token_type: 'Bearer',
@@ -34,10 +34,9 @@ export function startFakeGoogle(options: FakeProviderOptions = {}) {
       },
       other: {
         'GET /v1/userinfo': (ctx, core) => {
-          const check = core.grants.checkAccess(bearerOf(ctx) ?? '');
-          if (check.status !== 'valid') return json(401, { error: 'invalid_request', error_description: 'Invalid Credentials' });
-          const user = core.user(check.family.login);
-          return json(200, { sub: user?.id, name: user?.name, email: user?.email, email_verified: true });
+          const user = bearerUser(ctx, core);
+          if (!user) return json(401, { error: 'invalid_request', error_description: 'Invalid Credentials' });
+          return json(200, { sub: user.id, name: user.name, email: user.email, email_verified: true });
         },
         'POST /revoke': (_ctx, core, params) => (revokeToken(core, params.token) ? json(200, {}) : json(400, { error: 'invalid_token', error_description: 'Token expired or revoked' })),
       },

@@ -21,7 +21,7 @@ export function startFakeLinear(options: FakeProviderOptions = {}) {
       access: { prefix: 'lin_oauth_', ttl: 86399 },
       refresh: 'rotate',
       userId: (n) => `3c6f2d7e-0000-4000-9000-${String(n).padStart(12, '0')}`,
-      tokenAnswer: (family) => ({ access_token: family.accessToken, token_type: 'Bearer', expires_in: 86399, scope: family.scopes, refresh_token: family.refreshToken }),
+      tokenAnswer: (family) => ({ access_token: family.accessToken, token_type: 'Bearer', expires_in: family.profile.accessTtlSeconds, scope: family.scopes, refresh_token: family.refreshToken }),
       tokenError: (failure) => json(400, { error: failure, error_description: failure === 'invalid_grant' ? 'Invalid or expired grant' : 'Invalid client' }),
       api: {
         'POST /graphql': ({ user, body }) => {

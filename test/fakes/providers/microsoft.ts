@@ -28,8 +28,8 @@ export function startFakeMicrosoft(options: FakeProviderOptions & { tenant?: str
       tokenAnswer: (family, user) => ({
         token_type: 'Bearer',
         scope: family.scopes.filter((scope) => scope !== 'offline_access').join(' '),
-        expires_in: 3600,
-        ext_expires_in: 3600,
+        expires_in: family.profile.accessTtlSeconds,
+        ext_expires_in: family.profile.accessTtlSeconds,
         access_token: family.accessToken,
         ...(family.refreshToken ? { refresh_token: family.refreshToken } : {}),
         id_token: unsignedJwt({ tid: tenantId, oid: user.id, preferred_username: user.email }),

@@ -1,5 +1,5 @@
 import { FakeAuthorizeError, type FakeProviderOptions } from '../common.ts';
-import { json, revokeToken, startScreenFake } from '../toolkit.ts';
+import { clientAuthenticated, json, revokeToken, startScreenFake } from '../toolkit.ts';
 
 // From Notion's authorization guide and API reference: owner=user, HTTP Basic with a JSON body
 // at the token endpoint, an answer naming the bot, the workspace and the owner (no expires_in),
@@ -43,7 +43,13 @@ export function startFakeNotion(options: FakeProviderOptions & { refresh?: 'rota
             : notionError(400, 'missing_version', 'Notion-Version header failed validation: Notion-Version header should be defined, instead was `undefined`.'),
         'POST /search': () => json(200, { object: 'list', results: [], next_cursor: null, has_more: false }),
       },
-      other: { 'POST /v1/oauth/revoke': (_ctx, core, params) => (revokeToken(core, params.token) ? json(200, {}) : notionError(400, 'invalid_request', 'Invalid token')) },
+      // Notion's revoke takes the integration's credentials as HTTP Basic.
+      other: {
+        'POST /v1/oauth/revoke': (ctx, core, params) => {
+          if (!clientAuthenticated(ctx, core, params, 'basic')) return notionError(401, 'unauthorized', 'Invalid client credentials');
+          return revokeToken(core, params.token) ? json(200, {}) : notionError(400, 'invalid_request', 'Invalid token');
+        },
+      },
       deadToken: () => notionError(401, 'unauthorized', 'API token is invalid.'),
       missingScope: () => notionError(403, 'restricted_resource', 'Insufficient permissions for this endpoint.'),
       rateLimited: () => notionError(429, 'rate_limited', 'You have been rate limited. Please try again in a few minutes.', { 'retry-after': '3' }),

@@ -1,5 +1,5 @@
 import type { FakeProviderOptions } from '../common.ts';
-import { bearerOf, json, revokeAnyway, startScreenFake } from '../toolkit.ts';
+import { bearerUser, json, revokeAnyway, startScreenFake } from '../toolkit.ts';
 
 // A provider that does exactly what RFC 6749 (and RFC 7009 for revocation) says and nothing
 // else: the shape a custom provider definition in configuration is for.
@@ -16,15 +16,14 @@ export function startFakeRfcProvider(options: FakeProviderOptions & { id?: strin
       clientAuth: 'either',
       access: { ttl: 3600 },
       refresh: 'rotate',
-      tokenAnswer: (family) => ({ access_token: family.accessToken, token_type: 'Bearer', expires_in: 3600, refresh_token: family.refreshToken, scope: family.scopes.join(' ') }),
+      tokenAnswer: (family) => ({ access_token: family.accessToken, token_type: 'Bearer', expires_in: family.profile.accessTtlSeconds, refresh_token: family.refreshToken, scope: family.scopes.join(' ') }),
       tokenError: (failure) => json(failure === 'invalid_client' ? 401 : 400, { error: failure }),
       api: { 'GET /things': () => json(200, { things: [] }) },
       other: {
         'GET /userinfo': (ctx, core) => {
-          const check = core.grants.checkAccess(bearerOf(ctx) ?? '');
-          if (check.status !== 'valid') return json(401, { error: 'invalid_token' });
-          const user = core.user(check.family.login);
-          return json(200, { sub: user?.id, preferred_username: user?.login, email: user?.email });
+          const user = bearerUser(ctx, core);
+          if (!user) return json(401, { error: 'invalid_token' });
+          return json(200, { sub: user.id, preferred_username: user.login, email: user.email });
         },
         'POST /revoke': (_ctx, core, params) => revokeAnyway(core, params.token),
       },

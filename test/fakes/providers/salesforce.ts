@@ -1,5 +1,5 @@
 import type { FakeProviderOptions } from '../common.ts';
-import { bearerOf, json, revokeToken, startScreenFake } from '../toolkit.ts';
+import { bearerUser, json, revokeToken, startScreenFake } from '../toolkit.ts';
 
 // From Salesforce's OAuth 2.0 web server flow and REST API docs: an answer with `instance_url`
 // and no `expires_in` (the session timeout decides), refresh answers without a refresh token
@@ -37,10 +37,9 @@ export function startFakeSalesforce(options: FakeProviderOptions & { sessionSeco
       },
       other: {
         'GET /services/oauth2/userinfo': (ctx, core) => {
-          const check = core.grants.checkAccess(bearerOf(ctx) ?? '');
-          if (check.status !== 'valid') return json(403, 'Bad_OAuth_Token');
-          const user = core.user(check.family.login);
-          return json(200, { sub: `${core.url}/id/00Dfake000000001/${user?.id}`, user_id: user?.id, organization_id: '00Dfake000000001', preferred_username: `${user?.login}@example.com`, email: user?.email, name: user?.name });
+          const user = bearerUser(ctx, core);
+          if (!user) return json(403, 'Bad_OAuth_Token');
+          return json(200, { sub: `${core.url}/id/00Dfake000000001/${user.id}`, user_id: user.id, organization_id: '00Dfake000000001', preferred_username: `${user.login}@example.com`, email: user.email, name: user.name });
         },
         'POST /services/oauth2/revoke': (_ctx, core, params) => (revokeToken(core, params.token) ? json(200, {}) : json(400, { error: 'unsupported_token_type', error_description: 'this token type is not supported' })),
       },
