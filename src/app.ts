@@ -106,7 +106,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     db: database.db,
     passwords,
     sessionTokens: new SessionTokens(config.jwtKeys),
-    rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window }),
+    rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window, organizationMax: config.rateLimit.organizationMax }),
     outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake() }),
     dispatcher,
     providers: buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds)),

@@ -18,7 +18,8 @@ export interface Config {
   jwtKeys: JwtKey[];
   auth: Omit<RawConfig['auth'], 'jwtSecret' | 'jwtSecrets'>;
   csrf: RawConfig['csrf'];
-  rateLimit: RawConfig['rateLimit'];
+  rateLimit: { max: number; window: number; organizationMax: number; serviceMax: number };
+  limits: RawConfig['limits'];
   oauth: Omit<RawConfig['oauth'], 'redirectOrigins'> & { redirectOrigins: string[] };
   events: RawConfig['events'];
   graphql: { introspection: boolean; maxDepth: number; maxCost: number; maxBatch: number };
@@ -91,7 +92,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
     jwtKeys,
     auth,
     csrf: config.csrf,
-    rateLimit: config.rateLimit,
+    rateLimit: {
+      ...config.rateLimit,
+      organizationMax: config.rateLimit.organizationMax ?? config.rateLimit.max * 4,
+      serviceMax: config.rateLimit.serviceMax ?? config.rateLimit.max * 10,
+    },
+    limits: config.limits,
     oauth: { ...config.oauth, redirectOrigins },
     events: config.events,
     graphql: { ...config.graphql, introspection: config.graphql.introspection ?? !isProduction },

@@ -101,6 +101,13 @@ export const ConfigSchema = Type.Object(
     rateLimit: section({
       max: Count('RATE_LIMIT_MAX', 0, 600),
       window: Seconds('RATE_LIMIT_WINDOW', 60, 'rate-limit window'),
+      // Defaults follow RATE_LIMIT_MAX (load.ts): four and ten times it.
+      organizationMax: Type.Optional(setting(Type.Integer({ minimum: 0, description: 'every credential of one organization together' }), { env: 'RATE_LIMIT_ORGANIZATION_MAX' })),
+      serviceMax: Type.Optional(setting(Type.Integer({ minimum: 0, description: 'each service token' }), { env: 'RATE_LIMIT_SERVICE_MAX' })),
+    }),
+    limits: section({
+      organizationsPerUser: Count('LIMIT_ORGANIZATIONS_PER_USER', 1, 20, 'organizations one user may create'),
+      apiTokens: Count('LIMIT_API_TOKENS', 1, 20, 'live API tokens one organization may hold'),
     }),
     oauth: section({
       statusMaxAge: Seconds('OAUTH_STATUS_MAX_AGE', 60, 'age after which status re-validates live'),

@@ -129,6 +129,7 @@ export function credentialMutations(t: MutationFields, { PatRef, CreatedPatRef, 
           name: args.name,
           expiresAt: parseDate(args.expiresAt, 'expiresAt'),
           organizationId: args.organizationId == null ? null : String(args.organizationId),
+          quota: ctx.services.config.limits.apiTokens,
         }),
     }),
     revokeAPIToken: t.field({

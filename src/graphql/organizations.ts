@@ -170,7 +170,12 @@ export function organizationMutations(t: MutationFields, { OrganizationRef, Memb
       args: { name: t.arg.string({ required: true }), externalId: t.arg.string({ required: false }) },
       resolve: async (_root, args, ctx) => {
         const principal = requireUser(principalOf(ctx));
-        const organization = await createOrganization(await workOf(ctx), { name: args.name, ownerUserId: principal.userId, externalId: args.externalId });
+        const organization = await createOrganization(await workOf(ctx), {
+          name: args.name,
+          ownerUserId: principal.userId,
+          externalId: args.externalId,
+          quota: ctx.services.config.limits.organizationsPerUser,
+        });
         return { ...organization, role: 'owner' as const };
       },
     }),

@@ -6,7 +6,11 @@ import { AppError } from './errors.ts';
 type Limit = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
 export interface RateLimiter {
-  /** Step 9: per principal (a user, all their sessions and PATs; or an API token) when authenticated, else per client IP. */
+  /**
+   * Step 9: per principal (a user, all their sessions and PATs; or an API token) when
+   * authenticated, else per client IP; and per organization, every credential acting in it
+   * together, so that more tokens never buy more capacity.
+   */
   check: Limit;
   /** Login and registration: per `email` (normalized: `normalizeEmail`) and client IP together, on top of per IP. */
   checkEmail: (request: FastifyRequest, reply: FastifyReply, email: string) => Promise<void>;
@@ -21,22 +25,22 @@ const noop: Limit = async () => {};
  * their own hook, so the limit applies after authentication and keys by credential.
  * The plugin runs once per registration and request, so each key has its own. Counters are per instance (in memory).
  */
-export async function createRateLimiter(app: FastifyInstance, options: { max: number; windowSeconds: number }): Promise<RateLimiter> {
+export async function createRateLimiter(app: FastifyInstance, options: { max: number; windowSeconds: number; organizationMax: number }): Promise<RateLimiter> {
   const failures = new FailedAuthentications(options);
   if (options.max === 0) return { check: noop, checkEmail: noop, failures };
   const common = {
-    max: options.max,
     timeWindow: options.windowSeconds * 1000,
     errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) =>
       new AppError('RATE_LIMITED', { headers: { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) } }),
   };
   // Each limiter lives in a context of its own: a child would inherit its parent's
   // `rateLimit` decorator, and with it the parent's once-per-request guard.
-  const limiter = async (keyGenerator: (request: FastifyRequest) => string): Promise<Limit> => {
+  const limiter = async (keyGenerator: (request: FastifyRequest) => string, max = options.max): Promise<Limit> => {
+    if (max === 0) return noop;
     let limit: Limit = noop;
     await app.register(async (child) => {
       await child.register(rateLimit, { global: false });
-      limit = child.rateLimit({ ...common, keyGenerator }) as Limit;
+      limit = child.rateLimit({ ...common, max, keyGenerator }) as Limit;
     });
     return limit;
   };
@@ -44,6 +48,11 @@ export async function createRateLimiter(app: FastifyInstance, options: { max: nu
     const key = request.ctx?.credentialKey;
     return key ? `cred:${key}` : `ip:${request.ip}`;
   });
+  const byOrganization = await limiter((request) => `org:${request.ctx?.organizationKey ?? ''}`, options.organizationMax);
+  const check: Limit = async (request, reply) => {
+    await byCredential(request, reply);
+    if (request.ctx?.organizationKey) await byOrganization(request, reply);
+  };
   // Per e-mail *and* address: a flood of wrong passwords for one e-mail from elsewhere never
   // refuses its owner on an address of their own (CONTRACT.md §4). The plugin's key
   // generator sees only the request: the handler hands the e-mail over here, typed.
@@ -53,7 +62,7 @@ export async function createRateLimiter(app: FastifyInstance, options: { max: nu
     emails.set(request, email);
     return byEmail(request, reply);
   };
-  return { check: byCredential, checkEmail, failures };
+  return { check, checkEmail, failures };
 }
 
 /**

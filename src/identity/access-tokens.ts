@@ -1,6 +1,7 @@
 import { and, desc, eq, inArray, isNull } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
+import { type Db, queryRows, sql } from '../db/client.ts';
 import { apiTokens, connectSessions, memberships, personalAccessTokens } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Work } from '../http/unit-of-work.ts';
@@ -118,7 +119,7 @@ export async function revokePersonalAccessToken(work: Work, input: { id: string 
  * or admin of: `organizationId`, default the current one. Another organization's role is read
  * from its membership row, so a non-member and a member below admin both get 403.
  */
-export async function createApiToken(work: Work, input: { name: string; expiresAt?: Date | null; organizationId?: string | null }): Promise<Created<TokenInfo>> {
+export async function createApiToken(work: Work, input: { name: string; expiresAt?: Date | null; organizationId?: string | null; quota?: number }): Promise<Created<TokenInfo>> {
   const user = requireSessionUser(work.actor.principal);
   const organizationId = input.organizationId ?? user.organizationId;
   if (organizationId === user.organizationId) requireRole(user, organizationId, 'admin');
@@ -128,6 +129,7 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
   }
   const name = assertName(input.name);
   assertFuture(input.expiresAt);
+  if (input.quota !== undefined) await assertApiTokenQuota(work.db, organizationId, input.quota);
   const token = newOpaqueToken(API_TOKEN_PREFIX);
   const [row] = await work.db
     .insert(apiTokens)
@@ -144,6 +146,22 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
   if (!row) throw new Error('insert returned no row');
   await recordAudit(work.db, work.actor, { organizationId, action: 'api_token.created', targetType: 'api_token', targetId: row.id });
   return { ...apiTokenInfo(row), token };
+}
+
+/**
+ * Refuses an API token beyond the organization's `quota` of live ones (LIMIT_API_TOKENS): the
+ * organization's row is locked for the count, so concurrent creations count each other.
+ */
+async function assertApiTokenQuota(db: Db, organizationId: string, quota: number): Promise<void> {
+  const [row] = await queryRows<{ live: number }>(
+    db,
+    sql`SELECT (SELECT count(*)::int FROM api_tokens t
+                WHERE t.organization_id = o.id AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) AS live
+        FROM organizations o WHERE o.id = ${organizationId} FOR UPDATE`,
+  );
+  if ((row?.live ?? 0) >= quota) {
+    throw new AppError('CONFLICT', { message: `The organization has reached the limit of ${quota} live API tokens (LIMIT_API_TOKENS); revoke one first` });
+  }
 }
 
 /** The API tokens of the caller's organization (owner/admin), without values. */

@@ -64,7 +64,7 @@ function sessionCookie(request: FastifyRequest): string {
 }
 
 /** A session JWT's database-free part: its verified claims, or 401. */
-function sessionCredential(sessionTokens: SessionTokens, token: string): DeferredCredential {
+function sessionCredential(sessionTokens: SessionTokens, token: string): Extract<DeferredCredential, { kind: 'jwt' }> {
   const claims = sessionTokens.verify(token);
   if (!claims) throw new AppError('UNAUTHENTICATED', { message: 'Invalid or expired session token' });
   return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };
@@ -88,12 +88,12 @@ const TOUCH_INTERVAL_MS = 60_000;
  * (they would also push real ones out of the limiter's store).
  */
 export class KnownTokens {
-  /** Hash → when this process last had the token's use recorded (ms). */
-  private readonly touched = new Map<string, number>();
+  /** Hash → the token's organization, and when this process last had its use recorded (ms). */
+  private readonly touched = new Map<string, { organizationId: string; at: number }>();
 
   /** A token that passed the usual check, which also recorded its use. */
-  add(hash: string, now: number): void {
-    remember(this.touched, hash, now, 10_000);
+  add(hash: string, organizationId: string, now: number): void {
+    remember(this.touched, hash, { organizationId, at: now }, 10_000);
   }
 
   /**
@@ -101,13 +101,19 @@ export class KnownTokens {
    * route's statement) only once the last record is a minute old, as the usual check does;
    * until then the statement leaves the token's row alone, sparing it an UPDATE per read.
    */
-  deferred(hash: string, now: number): DeferredCredential | null {
-    const last = this.touched.get(hash);
-    if (last === undefined) return null;
-    const touch = now - last >= TOUCH_INTERVAL_MS;
-    if (touch) this.touched.set(hash, now);
-    return { kind: 'api_token', hash, touch };
+  deferred(hash: string, now: number): Deferred | null {
+    const known = this.touched.get(hash);
+    if (known === undefined) return null;
+    const touch = now - known.at >= TOUCH_INTERVAL_MS;
+    if (touch) known.at = now;
+    return { credential: { kind: 'api_token', hash, touch }, organizationId: known.organizationId };
   }
+}
+
+/** A deferred credential and the organization it acts in (a token's, as last checked; a JWT's claim). */
+export interface Deferred {
+  credential: DeferredCredential;
+  organizationId: string;
 }
 
 /**
@@ -116,12 +122,13 @@ export class KnownTokens {
  * (take the usual path) for cookies, PATs, API tokens not seen yet, and requests naming
  * an organization or a user to impersonate.
  */
-export function deferrable(sessionTokens: SessionTokens, request: FastifyRequest, knownApiTokens: KnownTokens): DeferredCredential | null {
+export function deferrable(sessionTokens: SessionTokens, request: FastifyRequest, knownApiTokens: KnownTokens): Deferred | null {
   if (request.headers['x-organization-id'] !== undefined || request.ctx.impersonateUserId !== null) return null;
   const token = bearerToken(request);
   if (token === null || token.startsWith(PAT_PREFIX)) return null;
   if (token.startsWith(API_TOKEN_PREFIX)) return knownApiTokens.deferred(hashToken(token), Date.now());
-  return sessionCredential(sessionTokens, token);
+  const credential = sessionCredential(sessionTokens, token);
+  return { credential, organizationId: credential.organizationId };
 }
 
 /** `X-Organization-ID`: null when absent, 400 when it cannot be an organization id. */

@@ -111,7 +111,11 @@ function newOrganization(app: TypedFastify, services: Services): void {
     },
     async (request, reply) => {
       const principal = requireUser(request.ctx.principal);
-      const organization = await createOrganization(await unitOfWork(request, services), { name: request.body.name, ownerUserId: principal.userId });
+      const organization = await createOrganization(await unitOfWork(request, services), {
+        name: request.body.name,
+        ownerUserId: principal.userId,
+        quota: services.config.limits.organizationsPerUser,
+      });
       reply.code(201);
       return { success: true as const, organization };
     },

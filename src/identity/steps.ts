@@ -29,6 +29,8 @@ declare module '../http/context.ts' {
     deferredCredential?: DeferredCredential;
     /** What the rate limiter counts against: the user (`user:<id>`), or the API token's hash. */
     credentialKey?: string;
+    /** The organization the caller acts in: every credential acting there shares one more budget. */
+    organizationKey?: string;
   }
 }
 
@@ -66,14 +68,15 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       deps.rateLimiter.failures.assertAllowed(request.ip);
       const deferred = request.routeOptions.config.deferCredentialCheck ? deferrable(deps.sessionTokens, request, knownApiTokens) : null;
       if (deferred) {
-        request.ctx.deferredCredential = deferred;
-        request.ctx.credentialKey = deferred.kind === 'jwt' ? `user:${deferred.userId}` : `api_token:${deferred.hash}`;
+        request.ctx.deferredCredential = deferred.credential;
+        request.ctx.credentialKey = deferred.credential.kind === 'jwt' ? `user:${deferred.credential.userId}` : `api_token:${deferred.credential.hash}`;
+        request.ctx.organizationKey = deferred.organizationId;
         return;
       }
       let principal = await authenticate(deps, request);
       if (principal.kind === 'api_token') {
         const hash = hashToken(bearerToken(request) ?? '');
-        knownApiTokens.add(hash, Date.now());
+        knownApiTokens.add(hash, principal.organizationId, Date.now());
         request.ctx.credentialKey = `api_token:${hash}`;
       } else {
         // A user's sessions and PATs share one budget (the caller's, before any impersonation).
@@ -81,6 +84,7 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       }
       if (request.ctx.impersonateUserId !== null) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
       request.ctx.principal = principal;
+      request.ctx.organizationKey = principal.organizationId;
     },
     systemAdmin(request) {
       request.ctx.systemAdmin = request.ctx.principal?.systemAdmin === true;

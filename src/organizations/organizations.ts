@@ -1,7 +1,7 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { PRODUCT_ID, newId as ulid } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
+import { type Db, queryRows } from '../db/client.ts';
 import { memberships, organizations, users } from '../db/schema.ts';
 import type { Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
@@ -40,12 +40,28 @@ export function checkExternalId(externalId: string, path = 'externalId'): string
 }
 
 /**
- * Creates an organization owned by `ownerUserId`, queues `organization.created` and audits it.
- * With an `externalId`, the owner may not have created another with the same one: 409.
+ * Refuses an organization beyond the `quota` its creator may hold (LIMIT_ORGANIZATIONS_PER_USER):
+ * the user's row is locked for the count, so concurrent creations count each other.
  */
-export async function createOrganization(work: UnitOfWork, input: { name: string; ownerUserId: string; externalId?: string | null }): Promise<OrganizationRef> {
+async function assertOrganizationQuota(db: Db, userId: string, quota: number): Promise<void> {
+  const [row] = await queryRows<{ created: number }>(
+    db,
+    sql`SELECT (SELECT count(*)::int FROM organizations WHERE created_by_user_id = u.id) AS created FROM users u WHERE u.id = ${userId} FOR UPDATE`,
+  );
+  if ((row?.created ?? 0) >= quota) {
+    throw new AppError('CONFLICT', { message: `You have reached the limit of ${quota} organizations per user (LIMIT_ORGANIZATIONS_PER_USER)` });
+  }
+}
+
+/**
+ * Creates an organization owned by `ownerUserId`, queues `organization.created` and audits it.
+ * With an `externalId`, the owner may not have created another with the same one: 409. With a
+ * `quota` (a person asking, not start-up or a first sign-in), the user's organizations past it: 409.
+ */
+export async function createOrganization(work: UnitOfWork, input: { name: string; ownerUserId: string; externalId?: string | null; quota?: number }): Promise<OrganizationRef> {
   const name = normalizeOrganizationName(input.name);
   const externalId = input.externalId == null ? null : checkExternalId(input.externalId);
+  if (input.quota !== undefined) await assertOrganizationQuota(work.db, input.ownerUserId, input.quota);
   const id = ulid();
   // The unique index (created_by_user_id, external_id) decides, a concurrent twin included:
   // no row inserted means the user already created one with that external id.
