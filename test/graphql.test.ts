@@ -249,7 +249,7 @@ describe('limits', () => {
 
   it('allows introspection in development and refuses it in production', async () => {
     expect((await gql(owner.token, '{ __schema { queryType { name } } }')).body.data.__schema.queryType.name).toBe('Query');
-    const prod = await createTestApp({ env: { APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example' } });
+    const prod = await createTestApp({ env: { APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example', REGISTRATION: 'open' } });
     try {
       await prod.fastify.inject({ method: 'POST', url: '/v1/register', payload: { email: 'p@example.com', password: 'production password' } });
       const login = await prod.fastify.inject({ method: 'POST', url: '/v1/login', payload: { email: 'p@example.com', password: 'production password' } });

@@ -466,7 +466,7 @@ describe('rate limiting', () => {
 describe('production cookies and proxies', () => {
   it('marks cookies Secure in production and believes X-Forwarded-For only from TRUST_PROXY', async () => {
     const prod = await createTestApp({
-      env: { APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example', TRUST_PROXY: '127.0.0.1', RATE_LIMIT_MAX: '2' },
+      env: { APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example', TRUST_PROXY: '127.0.0.1', RATE_LIMIT_MAX: '2', REGISTRATION: 'open' },
     });
     try {
       await prod.fastify.inject({ method: 'POST', url: '/v1/register', payload: { email: 'prod@example.com', password: 'production password' } });

@@ -34,8 +34,11 @@ export type At = (label: string) => CheckContext;
  */
 export const SETTING_CHECKS = {
   publicUrl: (c: RawConfig, at: At) => url(c.server.publicUrl ?? defaultPublicUrl(c.server), at('PUBLIC_URL')),
-  redirectOrigins: (c: RawConfig, at: At, done: { publicUrl?: string | undefined }) =>
-    each(c.oauth.redirectOrigins ?? (done.publicUrl ? [done.publicUrl] : []), (value) => origin(value, at('OAUTH_REDIRECT_ORIGINS'))),
+  // Added to PUBLIC_URL's origin, which is always allowed (CONTRACT.md §5d): Tessera's own pages redirect there.
+  redirectOrigins: (c: RawConfig, at: At, done: { publicUrl?: string | undefined }) => {
+    const added = each(c.oauth.redirectOrigins ?? [], (value) => origin(value, at('OAUTH_REDIRECT_ORIGINS')));
+    return added && [...new Set([...(done.publicUrl ? [new URL(done.publicUrl).origin] : []), ...added])];
+  },
   corsOrigins: (c: RawConfig, at: At) => each(c.server.corsOrigins, (value) => url(value, at('CORS_ORIGINS'), { anyMode: true })),
   trustProxy: (c: RawConfig, at: At) => each(c.server.trustProxy, (value) => cidr(value, at('TRUST_PROXY'))),
   databaseUrl: (c: RawConfig, at: At) => (c.db.url === undefined ? null : postgresUrl(c.db.url, at('DATABASE_URL (db.url)'))),

@@ -16,7 +16,7 @@ export interface Config {
   keyring: Keyring;
   /** First signs, all verify. */
   jwtKeys: JwtKey[];
-  auth: Omit<RawConfig['auth'], 'jwtSecret' | 'jwtSecrets'>;
+  auth: Omit<RawConfig['auth'], 'jwtSecret' | 'jwtSecrets' | 'registration'> & { registration: 'open' | 'invite' | 'closed' };
   csrf: RawConfig['csrf'];
   rateLimit: { max: number; window: number; organizationMax: number; serviceMax: number };
   limits: RawConfig['limits'];
@@ -90,7 +90,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     db: { ...config.db, dataDir: resolve(config.db.dataDir) },
     keyring,
     jwtKeys,
-    auth,
+    auth: { ...auth, registration: auth.registration ?? (isProduction ? 'closed' : 'open') },
     csrf: config.csrf,
     rateLimit: {
       ...config.rateLimit,

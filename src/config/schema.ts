@@ -95,6 +95,11 @@ export const ConfigSchema = Type.Object(
           { additionalProperties: false },
         ),
       ),
+      registration: Type.Optional(
+        setting(Type.Union([Type.Literal('open'), Type.Literal('invite'), Type.Literal('closed')], { description: 'default: open in development, closed in production' }), {
+          env: 'REGISTRATION',
+        }),
+      ),
       passwordCost: setting(Type.Integer({ minimum: 1, maximum: 20, default: 17, description: 'log2 of scrypt N; tests lower it, production keeps 17' }), { env: 'PASSWORD_COST' }),
     }),
     csrf: section({ enabled: Flag('CSRF_ENABLED', true) }),

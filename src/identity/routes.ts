@@ -6,6 +6,7 @@ import { unitOfWork } from '../http/unit-of-work.ts';
 import { createOrganization, getOrganization, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { requireUser } from './authorize.ts';
+import { assertMayRegister } from './registration.ts';
 import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, UserSchema } from './schemas.ts';
 import { csrfToken, login, logout, switchTo } from './session-routes.ts';
 import { findUserById, insertUser, publicUser, setDefaultOrganization } from './users.ts';
@@ -27,9 +28,9 @@ function register(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/register',
     {
-      config: { auth: 'public', errors: ['CONFLICT'] },
+      config: { auth: 'public', errors: ['CONFLICT', 'FORBIDDEN'] },
       schema: {
-        summary: 'Create a user and a personal organization',
+        summary: 'Create a user and a personal organization (as REGISTRATION allows)',
         tags: ['identity'],
         body: Type.Object({ email: Email, password: Password, name: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }),
         response: { 201: Type.Object({ success: Type.Literal(true), user: UserSchema, organization: OrganizationSchema }) },
@@ -38,6 +39,8 @@ function register(app: TypedFastify, services: Services): void {
     async (request, reply) => {
       const body = request.body;
       await rateLimiter.checkEmail(request, reply, normalizeEmail(body.email));
+      // Before the hash and outside the request's transaction (not open yet): a refusal costs no scrypt.
+      await assertMayRegister(services.db, services.config.auth.registration, normalizeEmail(body.email));
       // Hash before opening the transaction: never hold the database across 0.4 s of scrypt.
       const passwordHash = await passwords.hash(body.password, request.ip);
       const name = (body.name ?? '').trim();
