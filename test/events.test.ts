@@ -196,7 +196,7 @@ describe(`event outbox and webhook dispatcher (${backend})`, () => {
     expect(woken).toBe(1);
 
     const events = await queryRows<{ type: string; data: unknown }>(t.database.db, sql`SELECT type, data FROM events WHERE id = ${id}`);
-    expect(events).toEqual([{ type: 'organization.created', data: { organizationId: ORG } }]);
+    expect(events).toEqual([{ type: 'organization.created', data: { organizationId: ORG, externalId: null } }]);
     const deliveries = await deliveryRows(id);
     expect(deliveries.map((row) => row.webhook_id)).toEqual([webhookId('http://127.0.0.1:9/a'), webhookId('http://127.0.0.1:9/b')].sort());
     expect(deliveries.every((row) => row.attempts === 0 && !row.delivered && !row.locked)).toBe(true);
@@ -233,7 +233,7 @@ describe(`event outbox and webhook dispatcher (${backend})`, () => {
 
     const body = JSON.parse(delivery.body) as Record<string, unknown>;
     // Every event's data names its organization first.
-    expect(body).toEqual({ id, type: 'integration.connected', occurredAt: expect.any(String), data: { organizationId: ORG, integrationId: 'int_1', marker: 'committed' } });
+    expect(body).toEqual({ id, type: 'integration.connected', occurredAt: expect.any(String), data: { organizationId: ORG, externalId: null, integrationId: 'int_1', marker: 'committed' } });
     const occurredAt = body.occurredAt as string;
     expect(occurredAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     expect(Math.abs(Date.parse(occurredAt) - before)).toBeLessThan(60_000);

@@ -162,6 +162,7 @@ describe('consent', () => {
     expect(events).toHaveLength(1);
     expect(events[0]?.data).toEqual({
       organizationId: owner.organizationId,
+      externalId: null,
       invitation: { id: invitation.id, email: 'event-invitee@example.com', role: 'admin', expiresAt: invitation.expiresAt },
       organization: { id: owner.organizationId, name: invitation.organization.name },
       invitedBy: owner.userId,

@@ -77,8 +77,13 @@ describe('createOrganization with an externalId', () => {
       sql`SELECT data FROM events WHERE organization_id = ${data?.createOrganization?.id} AND type = 'organization.created'`,
     );
     expect(event?.data).toMatchObject({ organizationId: data?.createOrganization?.id, organization: { id: data?.createOrganization?.id, name: 'Acme Corp', externalId: 'cust_acme' } });
-    // Without one, externalId is null.
-    expect((await create(ops, 'No id')).data?.createOrganization?.externalId).toBeNull();
+    // Every event's data names the organization's externalId beside its id (CONTRACT.md §7).
+    expect(event?.data.externalId).toBe('cust_acme');
+    // Without one, externalId is null, in the event's data too.
+    const plain = (await create(ops, 'No id')).data?.createOrganization;
+    expect(plain?.externalId).toBeNull();
+    const [plainEvent] = await queryRows<{ data: Record<string, unknown> }>(t.database.db, sql`SELECT data FROM events WHERE organization_id = ${plain?.id} AND type = 'organization.created'`);
+    expect(plainEvent?.data).toHaveProperty('externalId', null);
   });
 
   it('answers CONFLICT when the same user creates the same externalId again, and nothing of that request persists', async () => {

@@ -9,7 +9,10 @@ export type EventType =
   | 'integration.status_changed'
   | 'integration.deleted';
 
-/** An event to record. `data` is delivered as is to every webhook: it must never hold a secret. */
+/**
+ * An event to record. `data` is delivered to every webhook with `organizationId` and the
+ * organization's `externalId` added: it must never hold a secret.
+ */
 export interface NewEvent {
   organizationId: string;
   type: EventType;
@@ -51,8 +54,11 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
       // Every event names its organization: a product with one organization per customer
       // routes what it receives by it (decision 98).
       const data = JSON.stringify({ organizationId: event.organizationId, ...event.data });
+      // …and its external id (the product's key for the customer), read in the same statement; an
+      // event that names one itself (an organization being deleted) keeps its own.
+      const value = sql`jsonb_build_object('organizationId', ${event.organizationId}::text, 'externalId', (SELECT external_id FROM organizations WHERE id = ${event.organizationId})) || ${data}::jsonb`;
       if (ids.length === 0) {
-        await tx.execute(sql`INSERT INTO events (organization_id, id, type, data) VALUES (${event.organizationId}, ${id}, ${event.type}, ${data}::jsonb)`);
+        await tx.execute(sql`INSERT INTO events (organization_id, id, type, data) VALUES (${event.organizationId}, ${id}, ${event.type}, ${value})`);
         return id;
       }
       // One statement: emitting sits on request paths, where each round-trip counts.
@@ -63,7 +69,7 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
       await tx.execute(sql`
         WITH event AS (
           INSERT INTO events (organization_id, id, type, data)
-          VALUES (${event.organizationId}, ${id}, ${event.type}, ${data}::jsonb)
+          VALUES (${event.organizationId}, ${id}, ${event.type}, ${value})
           RETURNING organization_id, id
         )
         INSERT INTO event_deliveries (organization_id, event_id, webhook_id)
