@@ -1,5 +1,6 @@
 import fastifySwagger from '@fastify/swagger';
 import type { Config } from '../config/load.ts';
+import { EVENT_DATA, EVENT_TYPES, eventEnvelope } from '../events/types.ts';
 import type { TypedFastify } from './typed.ts';
 
 /** Registers the OpenAPI generator (CONTRACT.md §8): every route registered after it is documented from its schema. */
@@ -13,6 +14,7 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
         description: 'Organization-scoped OAuth integrations: connect, store encrypted, keep alive, hand out.',
       },
       servers: [{ url: config.server.publicUrl }],
+      webhooks: webhooks() as never,
       components: {
         securitySchemes: {
           bearerAuth: {
@@ -26,6 +28,35 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
     },
   });
 
+}
+
+/**
+ * The events Tessera posts to `EVENTS_WEBHOOK_URL` (CONTRACT.md §7), one per type, signed per
+ * Standard Webhooks; how to verify them is docs/webhooks.md.
+ */
+function webhooks(): Record<string, unknown> {
+  const signature = {
+    'webhook-id': 'The event id, the same on every retry: deduplicate on it',
+    'webhook-timestamp': 'Seconds since the epoch of this attempt',
+    'webhook-signature': 'v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"> keyed by the secret after whsec_',
+  };
+  // TypeBox schemas are JSON Schema 2020-12, which OpenAPI 3.1 takes as they are; its own types do not know that.
+  return Object.fromEntries(
+    EVENT_TYPES.map((type) => [
+      type,
+      {
+        post: {
+          operationId: `webhook_${type.replace('.', '_')}`,
+          summary: type,
+          description: (EVENT_DATA[type] as { description?: string }).description,
+          tags: ['webhooks'],
+          parameters: Object.entries(signature).map(([name, description]) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } })),
+          requestBody: { required: true, content: { 'application/json': { schema: eventEnvelope(type) } } },
+          responses: { '2XX': { description: 'Delivered; anything else is retried with backoff' } },
+        },
+      },
+    ]),
+  );
 }
 
 /** `GET /api-docs`: the OpenAPI 3.1 document, generated from the registered routes. */
