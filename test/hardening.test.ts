@@ -472,8 +472,8 @@ describe('GraphQL limits', () => {
     const aliased = (count: number) => `{ ${Array.from({ length: count }, (_, i) => `m${i}: me { id }`).join(' ')} }`;
     const before = await t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(owner.token), payload: { query: '{ organizations { id } }' } });
     expect(before.statusCode).toBe(200);
-    // Each operation is under the budget (cost 2 × aliases); together they are far over it.
-    for (const batch of [Array.from({ length: 5 }, () => ({ query: aliased(2450) })), Array.from({ length: 3 }, () => ({ query: aliased(1000) }))]) {
+    // Each operation is under the budget (cost 11 × aliases: `me` reads the database); together they are over it.
+    for (const batch of [Array.from({ length: 5 }, () => ({ query: aliased(450) })), Array.from({ length: 3 }, () => ({ query: aliased(200) }))]) {
       const started = Date.now();
       const res = await query(owner.token, batch);
       expect(res.statusCode).toBe(400);
@@ -488,7 +488,7 @@ describe('GraphQL limits', () => {
     // A batch whose writes would have run: none of them did.
     const organizations = async () => (await query(owner.token, { query: '{ organizations { id } }' })).json().data.organizations.length;
     const count = await organizations();
-    const mixed = await query(owner.token, [{ query: 'mutation { createOrganization(name: "Should not exist") { id } }' }, { query: aliased(2499) }, { query: aliased(1000) }]);
+    const mixed = await query(owner.token, [{ query: 'mutation { createOrganization(name: "Should not exist") { id } }' }, { query: aliased(400) }, { query: aliased(100) }]);
     expect(mixed.statusCode).toBe(400);
     expect(await organizations()).toBe(count);
     const small = await query(owner.token, Array.from({ length: 5 }, () => ({ query: aliased(10) })));

@@ -38,6 +38,8 @@ export interface PgOptions {
   statementTimeout: number;
   /** Seconds. */
   connectTimeout: number;
+  /** Sees the text of every statement Drizzle runs (tests count them); nothing when absent. */
+  onQuery?: (query: string) => void;
 }
 
 /** PostgreSQL through a `pg` pool. Drivers load lazily: each costs start-up time the other backend need not pay. */
@@ -57,7 +59,7 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
   });
   // An idle client losing its server (e.g. PostgreSQL restarted) must not crash the process.
   pool.on('error', () => {});
-  const db = drizzlePg(pool, { schema }) as unknown as Db;
+  const db = drizzlePg(pool, { schema, ...queryObserver(options.onQuery) }) as unknown as Db;
   return {
     kind: 'pg',
     db,
@@ -86,6 +88,13 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
 export interface PgliteOptions {
   /** A directory, or `memory://` for a throwaway database (tests). */
   dataDir: string;
+  /** Sees the text of every statement Drizzle runs (tests count them); nothing when absent. */
+  onQuery?: (query: string) => void;
+}
+
+/** Drizzle's logger hook, only when someone observes: the default is no logger at all. */
+function queryObserver(onQuery: ((query: string) => void) | undefined): { logger?: { logQuery(query: string): void } } {
+  return onQuery ? { logger: { logQuery: (query: string) => onQuery(query) } } : {};
 }
 
 /**
@@ -113,7 +122,7 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
       throw error;
     }
   }
-  const db = drizzlePglite(client, { schema }) as unknown as Db;
+  const db = drizzlePglite(client, { schema, ...queryObserver(options.onQuery) }) as unknown as Db;
   let closed = false;
   return {
     kind: 'pglite',

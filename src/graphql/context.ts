@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import type { GraphQLFieldResolver, GraphQLSchema } from 'graphql';
 import type { AuditActor } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import type { Principal } from '../http/context.ts';
@@ -10,6 +11,46 @@ import type { Services } from '../services.ts';
 export interface GraphQLContext {
   request: FastifyRequest;
   services: Services;
+  /** The request's answers to root query fields, by field and arguments (resolvedOncePerRequest). */
+  answers: Map<string, Promise<unknown>>;
+}
+
+/** A fresh context for one HTTP request (all the operations of a batch share it). */
+export function graphqlContext(request: FastifyRequest, services: Services): GraphQLContext {
+  return { request, services, answers: new Map() };
+}
+
+/**
+ * Makes every root query field resolve once per request for the same arguments: its answer
+ * (`me`, `organization`, a list…) is the same for the whole request, so a thousand aliases of
+ * it read the database once. Any mutation drops what was read before it, so a read after a
+ * write in the same request sees the write. Applied to the built schema, so a new root field
+ * is covered without anyone remembering to.
+ */
+export function resolvedOncePerRequest(schema: GraphQLSchema): GraphQLSchema {
+  for (const field of Object.values(schema.getQueryType()?.getFields() ?? {})) {
+    const resolve = field.resolve as GraphQLFieldResolver<unknown, GraphQLContext> | undefined;
+    if (!resolve) continue;
+    field.resolve = (root, args, ctx: GraphQLContext, info) => {
+      // graphql-js builds args in the field's declared order, so equal arguments serialize alike.
+      const key = `${field.name}(${JSON.stringify(args)})`;
+      let answer = ctx.answers.get(key);
+      if (!answer) {
+        answer = Promise.resolve().then(() => resolve(root, args, ctx, info));
+        ctx.answers.set(key, answer);
+      }
+      return answer;
+    };
+  }
+  for (const field of Object.values(schema.getMutationType()?.getFields() ?? {})) {
+    const resolve = field.resolve as GraphQLFieldResolver<unknown, GraphQLContext> | undefined;
+    if (!resolve) continue;
+    field.resolve = (root, args, ctx: GraphQLContext, info) => {
+      ctx.answers.clear();
+      return resolve(root, args, ctx, info);
+    };
+  }
+  return schema;
 }
 
 /** The schema builder's types: every field non-null unless it says otherwise. */

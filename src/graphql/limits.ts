@@ -10,6 +10,7 @@ import {
   type OperationDefinitionNode,
   getNullableType,
   isInterfaceType,
+  isIntrospectionType,
   isListType,
   isObjectType,
   Kind,
@@ -24,6 +25,27 @@ export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
 /** Lists under a connection that hold one item per page entry. */
 const PAGE_LISTS = new Set(['nodes', 'edges']);
+/** What resolving a field that reads the database costs, against 1 for one that reads what its parent already loaded. */
+export const DATABASE_FIELD_COST = 10;
+
+/** A field's own weight, when it declares one: `extensions: { cost: n }` in its Pothos options. */
+interface CostExtensions {
+  cost?: number;
+}
+
+/**
+ * What resolving a field once costs: its declared `cost`, else DATABASE_FIELD_COST for a root
+ * field (every query and mutation reads or writes) and for any field whose resolver takes the
+ * context (the only way to the database), else 1. A new field that reads the database is
+ * therefore priced as one without anyone remembering to say so.
+ */
+export function fieldWeight(field: GraphQLField<unknown, unknown>, root: boolean): number {
+  const declared = (field.extensions as CostExtensions | undefined)?.cost;
+  if (typeof declared === 'number' && declared >= 1) return declared;
+  if (root) return DATABASE_FIELD_COST;
+  // An exposed field has no resolver (graphql's default reads the property).
+  return field.resolve && field.resolve.length >= 3 ? DATABASE_FIELD_COST : 1;
+}
 
 /** The error of a request over its budget: nothing of it runs. */
 export function tooExpensive(maxCost: number): GraphQLError {
@@ -33,9 +55,11 @@ export function tooExpensive(maxCost: number): GraphQLError {
 /**
  * The cost of every operation in a document: every field, multiplied by the size of each
  * list it sits in (`first` when given, literal or variable), where a connection's `first`
- * (else the default page size) sizes the `nodes` and `edges` under it. Fragments are
- * expanded, so an abusive query cannot hide its size behind spreads or aliases. Counting
- * stops past `budget` (the answer is then only known to exceed it).
+ * (else the default page size) sizes the `nodes` and `edges` under it, and a field that
+ * reads the database weighs DATABASE_FIELD_COST each time it resolves (fieldWeight).
+ * Fragments are expanded and every alias is counted, so an abusive query cannot hide its
+ * size behind spreads or aliases. Counting stops past `budget` (the answer is then only
+ * known to exceed it).
  */
 export function documentCost(schema: GraphQLSchema, document: DocumentNode, variables: Record<string, unknown> | null | undefined, budget: number): number {
   let total = 0;
@@ -43,7 +67,7 @@ export function documentCost(schema: GraphQLSchema, document: DocumentNode, vari
     if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
     const root = schema.getRootType(definition.operation);
     if (!root) continue;
-    total += selectionCost({ schema, document, variables: operationVariables(definition, variables ?? {}) }, definition.selectionSet, root, 1, undefined, 0, budget - total);
+    total += selectionCost({ schema, document, variables: operationVariables(definition, variables ?? {}), root }, definition.selectionSet, root, 1, undefined, 0, budget - total);
     if (total > budget) break;
   }
   return total;
@@ -64,6 +88,8 @@ interface CostContext {
   schema: GraphQLSchema;
   document: DocumentNode;
   variables: Record<string, unknown>;
+  /** The operation's root type: its fields are the root fields. */
+  root: GraphQLNamedType;
 }
 
 /** A field's `first`: a literal, a variable's value, or the argument's declared default; undefined when it takes none. */
@@ -101,7 +127,9 @@ function selectionCost(
       const fieldMultiplier = isList ? multiplier * Math.max(1, listSize) : multiplier;
       // A connection: the lists under it hold one item per entry of its page.
       const childPageSize = !isList && field.args.some((arg) => arg.name === 'first') ? Math.max(1, first ?? DEFAULT_PAGE_SIZE) : undefined;
-      total += fieldMultiplier;
+      // One per item it yields, plus its weight beyond 1 each time it resolves (introspection reads the schema, not the database).
+      const weight = isIntrospectionType(parentType) ? 1 : fieldWeight(field, parentType === context.root);
+      total += fieldMultiplier + multiplier * (weight - 1);
       if (selection.selectionSet) {
         total += selectionCost(context, selection.selectionSet, getNamedType(field.type), fieldMultiplier, childPageSize, depth + 1, budget - total);
       }

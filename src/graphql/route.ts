@@ -7,7 +7,7 @@ import { ErrorResponse } from '../http/schemas.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';
 import { documentCost, tooExpensive } from './limits.ts';
-import type { GraphQLContext } from './context.ts';
+import { type GraphQLContext, graphqlContext } from './context.ts';
 import { graphqlSchema } from './schema.ts';
 
 interface FormattedError {
@@ -82,7 +82,7 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
         const rejected = operations.map(() => ({ errors: [format(tooExpensive(config.graphql.maxCost), request.log)] }));
         return batch ? rejected : rejected[0];
       }
-      const context: GraphQLContext = { request, services };
+      const context = graphqlContext(request, services);
       const { results, failed, refused } = await runOperations(app, context, operations, documents, (error) => format(error, request.log));
       if (refused) reply.code(400);
       // Mutations of one request commit together or not at all.

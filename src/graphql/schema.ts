@@ -8,7 +8,7 @@ import { findIntegrationById, type IntegrationRow, listIntegrations } from '../i
 import { deleteIntegration } from '../integrations/delete.ts';
 import { configuredRow } from '../integrations/tokens/loaded.ts';
 import { type StatusObject, statusObject } from '../integrations/status.ts';
-import { actorOf, type Builder, type GraphQLContext, principalOf, txOf, workOf } from './context.ts';
+import { actorOf, type Builder, type GraphQLContext, principalOf, resolvedOncePerRequest, txOf, workOf } from './context.ts';
 import { credentialMutations, credentialQueries, credentialTypes } from './credentials.ts';
 import { organizationMutations, organizationQueries, organizationTypes } from './organizations.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './limits.ts';
@@ -192,6 +192,6 @@ let schema: GraphQLSchema | undefined;
 
 /** The GraphQL schema (CONTRACT.md §6), built once. */
 export function graphqlSchema(): GraphQLSchema {
-  schema ??= builder.toSchema({ sortSchema: false });
+  schema ??= resolvedOncePerRequest(builder.toSchema({ sortSchema: false }));
   return schema;
 }

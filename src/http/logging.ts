@@ -14,18 +14,68 @@ const SECRET_VALUES: [RegExp, string][] = [
   [/\bts[pa]_[A-Za-z0-9_-]{8,}/g, 'ts*_[REDACTED]'],
   [/\bwhsec_[A-Za-z0-9+/=]{8,}/g, 'whsec_[REDACTED]'],
   [/\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g, '[REDACTED-JWT]'],
-  [/\b(Bearer|Basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/gi, '$1 [REDACTED]'],
-  // A connect session's link holds its secret in the path.
+  // RFC 6750's b64token: `_` included.
+  [/\b(Bearer|Basic|token)\s+[\w.~+/=-]{8,}/gi, '$1 [REDACTED]'],
+  // A connect session's link (and its start link) holds its secret in the path.
   [/\/connect\/[A-Za-z0-9_-]{32,}/g, '/connect/[REDACTED]'],
   // Query strings carry OAuth codes and states: keep only the path of logged URLs.
   [/(\bhttps?:\/\/[^\s"?#]*|"url"\s*:\s*"[^"?]*)\?(?:[^"\s\\]|\\.)*/g, '$1?[REDACTED]'],
+  // A secret-named parameter wherever a query string shows up without its URL.
+  [/([?&;][^=&#\s"\\?]*(?:token|secret|password|code|state|key)[^=&#\s"\\?]*=)[^&#\s"\\]*/gi, '$1[REDACTED]'],
 ];
 
-/** Scrubs a serialized log line by field name and by value shape. */
-export function scrubLogLine(line: string): string {
-  let out = line.replace(SECRET_FIELD, (_match, key: string) => `"${key}":"[REDACTED]"`);
+/** A JSON string literal of the serialized line. */
+const JSON_STRING = /"(?:[^"\\]|\\.)*"/g;
+const ESCAPES = /(?:%[0-9A-Fa-f]{2})+/g;
+const HAS_ESCAPE = /%[0-9A-Fa-f]{2}/;
+/** Layers of percent-encoding undone before a value is judged; one encoded deeper is redacted whole. */
+const MAX_DECODE_ROUNDS = 8;
+
+/** Percent-decodes until nothing changes, or null when still encoded after MAX_DECODE_ROUNDS. Invalid UTF-8 decodes to U+FFFD, as a browser's would. */
+function decodedFully(text: string): string | null {
+  let current = text;
+  for (let round = 0; round < MAX_DECODE_ROUNDS && HAS_ESCAPE.test(current); round++) {
+    current = current.replace(ESCAPES, (run) => Buffer.from(run.replaceAll('%', ''), 'hex').toString('utf8'));
+  }
+  return HAS_ESCAPE.test(current) ? null : current;
+}
+
+/** Scrubs by value shape; in a decoded value, a path's query string counts as one too. */
+function scrubValues(text: string, decoded: boolean): string {
+  let out = text;
+  if (decoded) out = out.replace(/(^|\s)(\/[^\s?#]*)\?\S*/g, '$1$2?[REDACTED]');
   for (const [pattern, replacement] of SECRET_VALUES) out = out.replace(pattern, replacement);
   return out;
+}
+
+/**
+ * Secrets percent-encoded (in part, in either hex case, once or several times) escape the
+ * shapes above: each string of the line that holds escapes is judged decoded, and where that
+ * finds a secret the whole string becomes its scrubbed decoded form, so neither the raw nor the
+ * encoded secret stays.
+ */
+function scrubEncoded(line: string): string {
+  if (!HAS_ESCAPE.test(line)) return line;
+  return line.replace(JSON_STRING, (literal) => {
+    if (!HAS_ESCAPE.test(literal)) return literal;
+    let value: string;
+    try {
+      value = JSON.parse(literal) as string;
+    } catch {
+      // Not JSON after all (a line pino did not write): judge the text between the quotes.
+      value = literal.slice(1, -1);
+    }
+    const decoded = decodedFully(value);
+    if (decoded === null) return '"[REDACTED-ENCODED]"';
+    const scrubbed = scrubValues(decoded, true);
+    return scrubbed === decoded ? literal : JSON.stringify(scrubbed);
+  });
+}
+
+/** Scrubs a serialized log line by field name and by value shape, the value shapes in decoded forms too. */
+export function scrubLogLine(line: string): string {
+  const out = line.replace(SECRET_FIELD, (_match, key: string) => `"${key}":"[REDACTED]"`);
+  return scrubValues(scrubEncoded(out), false);
 }
 
 /** Strips the query string: codes and states must not reach the logs. */

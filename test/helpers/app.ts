@@ -55,11 +55,13 @@ export interface TestAppOptions extends Partial<Omit<AppOptions, 'config' | 'dat
   background?: boolean;
   /** Runs against the migrated database before the app is built (extra tables for tests). */
   prepare?: (database: Database) => Promise<void>;
+  /** Sees the text of every statement the app's database runs (tests count them). */
+  onQuery?: (query: string) => void;
 }
 
 /** The app on a database of its own, with its logs captured. */
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
-  const { database, drop } = await createTestDatabase();
+  const { database, drop } = await createTestDatabase(options.onQuery ? { onQuery: options.onQuery } : {});
   await options.prepare?.(database);
   const config = testConfig(options.env, options.overrides);
   const logs = new LogCapture();

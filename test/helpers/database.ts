@@ -14,14 +14,15 @@ export interface TestDatabase {
 }
 
 /** A fresh, migrated database of its own for one test file: PGlite in memory, or a new PostgreSQL database. */
-export async function createTestDatabase(options: { migrate?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(options: { migrate?: boolean; onQuery?: (query: string) => void } = {}): Promise<TestDatabase> {
+  const observe = options.onQuery ? { onQuery: options.onQuery } : {};
   if (!TEST_DATABASE_URL) {
-    const database = await openPglite({ dataDir: 'memory://' });
+    const database = await openPglite({ dataDir: 'memory://', ...observe });
     if (options.migrate !== false) await database.migrate();
     return { database, drop: () => database.close() };
   }
   const url = await createPgDatabase();
-  const database = await openPostgres({ url, poolMax: 10, statementTimeout: 30, connectTimeout: 5 });
+  const database = await openPostgres({ url, poolMax: 10, statementTimeout: 30, connectTimeout: 5, ...observe });
   if (options.migrate !== false) await database.migrate();
   return {
     database,
