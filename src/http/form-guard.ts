@@ -81,14 +81,17 @@ export class FormGuard {
 
   /**
    * Null when `request` is a post of the page's own form: not from another site (`Sec-Fetch-Site`
-   * and `Origin`, where sent), and carrying a nonce shown to this browser (the form cookie) for
+   * and `Origin`, where sent and not `null`), and carrying a nonce shown to this browser (the form cookie) for
    * this very path, unexpired — which this call uses up, so it allows one post. Else why not.
    */
   async verify(request: FastifyRequest, nonce: unknown): Promise<FormRefusal | null> {
     const site = request.headers['sec-fetch-site'];
     if (site !== undefined && !OWN_SITE.has(String(site))) return 'cross-site';
+    // `null` says nothing: our pages' `Referrer-Policy: no-referrer` makes browsers send it on
+    // their own forms' posts (the Fetch standard). Another site is told apart by
+    // `Sec-Fetch-Site` above, and by the SameSite cookie and the nonce below.
     const origin = request.headers.origin;
-    if (origin !== undefined && origin !== this.options.publicOrigin) return 'foreign-origin';
+    if (origin !== undefined && origin !== 'null' && origin !== this.options.publicOrigin) return 'foreign-origin';
     const binding = request.cookies[FORM_COOKIE];
     if (typeof nonce !== 'string' || !SECRET.test(nonce) || !binding || !SECRET.test(binding)) return 'no-nonce';
     // One statement: of two posts racing with one nonce, exactly one deletes it.
