@@ -251,6 +251,22 @@ describe('a session lives only while the credential that minted it could still m
     expect(await count(sql`SELECT count(*)::int AS n FROM integrations WHERE organization_id = ${boss.organizationId}`)).toBe(0);
   });
 
+  it('reads its grantor’s authority as it is now, but a product’s revocation of it sticks', async () => {
+    const boss = await registerAndLogin(t.fastify, 'boss');
+    const bossApi = (await gql(boss.token, 'mutation { createAPIToken(name: "reader") { token } }')).createAPIToken.token;
+    const admin = await manager(boss, 'admin', 'back-again');
+    const [kept, cancelled] = [await mint(admin.token), await mint(admin.token)];
+    const role = (name: string) => gql(boss.token, `mutation { setMemberRole(email: "${admin.email}", role: "${name}") { role } }`);
+    await role('member');
+    const revoked = await t.fastify.inject({ method: 'DELETE', url: `/v1/connect/sessions/${cancelled.id}`, headers: bearer(bossApi) });
+    expect(revoked.statusCode, revoked.body).toBe(200);
+    expect(revoked.json().session.status).toBe('revoked');
+    await role('admin');
+    expect((await t.fastify.inject({ url: new URL(kept.url).pathname })).statusCode).toBe(200);
+    expect((await t.fastify.inject({ url: new URL(cancelled.url).pathname })).statusCode).toBe(410);
+    expect((await sessionView(cancelled.id, bossApi)).status).toBe('revoked');
+  });
+
   it('keeps working while the credential still could mint it (another admin demoted; another session of the minter logged out)', async () => {
     const boss = await registerAndLogin(t.fastify, 'boss');
     const admin = await manager(boss, 'admin', 'steady');

@@ -61,7 +61,7 @@ const UNUSABLE = {
   revoked: { status: 410, title: 'This link was cancelled', text: 'The app cancelled this link. Go back to the app and start again.' },
 } as const;
 
-/** A provider the session does not allow (a tampered link). */
+/** A provider the session does not allow (a tampered form). */
 const NOT_ALLOWED = {
   status: 400,
   html: page('This service is not available here', '<h1>This service is not available here</h1>\n<p>This link does not connect that service. Go back and choose one of those listed.</p>'),

@@ -122,12 +122,16 @@ export async function findSession(db: Db, organizationId: string, id: string): P
   return row;
 }
 
-/** Revokes a pending session (a revoked one stays revoked); a completed or expired one is a 409. */
-export async function revokeSession(work: { db: Db; actor: AuditActor }, organizationId: string, id: string): Promise<ConnectSessionRow & { grantorAlive?: boolean }> {
+/**
+ * Revokes a pending session (a revoked one stays revoked); a completed or expired one is a 409.
+ * One that reads as revoked because its minter lost the authority is revoked for good here:
+ * the product's word outlasts the person getting the role back.
+ */
+export async function revokeSession(work: { db: Db; actor: AuditActor }, organizationId: string, id: string): Promise<ConnectSession> {
   const row = await findSession(work.db, organizationId, id);
   const status = sessionStatus(row);
-  if (status === 'revoked') return row;
-  if (status !== 'pending') throw new AppError('CONFLICT', { message: `The connect session is ${status}` });
+  if (row.status === 'revoked') return row;
+  if (status !== 'pending' && !grantorLost(row)) throw new AppError('CONFLICT', { message: `The connect session is ${status}` });
   const [revoked] = await work.db
     .update(connectSessions)
     .set({ status: 'revoked' })
@@ -135,7 +139,7 @@ export async function revokeSession(work: { db: Db; actor: AuditActor }, organiz
     .returning();
   if (!revoked) throw new AppError('CONFLICT', { message: 'The connect session has just ended' });
   await recordAudit(work.db, work.actor, { organizationId, action: 'connect_session.revoked', targetType: 'connect_session', targetId: id });
-  return revoked;
+  return { ...revoked, grantorAlive: row.grantorAlive };
 }
 
 /** The session a link's secret opens, whatever its state, or null. The one lookup not led by an organization: the secret is all the browser has. */
