@@ -6,6 +6,7 @@ import type { Database } from './db/client.ts';
 import { createDispatcher } from './events/dispatcher.ts';
 import { createOutbox } from './events/outbox.ts';
 import { createFastify } from './http/fastify.ts';
+import { FormGuard } from './http/form-guard.ts';
 import { healthRoutes, type Readiness } from './http/health.ts';
 import { createLogger } from './http/logging.ts';
 import { Metrics, metricsRoutes } from './http/metrics.ts';
@@ -111,6 +112,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     dispatcher,
     providers: buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds)),
     stateCodec: new StateCodec(config.keyring),
+    forms: new FormGuard(database.db, { publicOrigin: config.server.publicOrigin, secure: config.isProduction }),
     lifecycle: undefined as unknown as TokenLifecycle,
     logger,
     metrics,

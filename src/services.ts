@@ -2,6 +2,7 @@ import type { Config } from './config/load.ts';
 import type { Database, Db } from './db/client.ts';
 import type { Dispatcher } from './events/dispatcher.ts';
 import type { Outbox } from './events/outbox.ts';
+import type { FormGuard } from './http/form-guard.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
 import type { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
@@ -29,6 +30,8 @@ export interface Services {
   dispatcher: Dispatcher;
   providers: ProviderRegistry;
   stateCodec: StateCodec;
+  /** Nonces of the pages' forms, and the check of their posts. */
+  forms: FormGuard;
   lifecycle: TokenLifecycle;
   logger: Logger;
   metrics?: LifecycleMetrics & { providerCall(provider: string, outcome: string, seconds: number): void };

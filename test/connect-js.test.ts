@@ -94,7 +94,8 @@ describe('connect.js', () => {
       await page.goto(`${productOrigin}/app`);
       const [popup] = await Promise.all([context.waitForEvent('page', WAIT), page.getByRole('button', { name: 'Connect GitHub' }).click()]);
       await popup.waitForLoadState();
-      await popup.getByRole('link', { name: 'Connect GitHub' }).click();
+      // The person presses the page's button: only the page's own form starts a flow.
+      await popup.getByRole('button', { name: 'Connect GitHub' }).click();
       await popup.waitForURL((url) => url.href.startsWith(gh.authUrl), WAIT);
       await popup.getByLabel('Sign in as').selectOption('enduser');
       await popup.getByRole('button', { name: 'Approve' }).click();
@@ -128,7 +129,7 @@ describe('connect.js', () => {
       await page.goto(`${productOrigin}/blocked`);
       await page.getByRole('button', { name: 'Connect GitHub' }).click();
       await page.waitForURL((url) => url.pathname.startsWith('/connect/'), WAIT);
-      await page.getByRole('link', { name: 'Connect GitHub' }).click();
+      await page.getByRole('button', { name: 'Connect GitHub' }).click();
       await page.waitForURL((url) => url.href.startsWith(gh.authUrl), WAIT);
       await page.getByLabel('Sign in as').selectOption('enduser');
       await page.getByRole('button', { name: 'Approve' }).click();

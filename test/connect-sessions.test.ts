@@ -10,7 +10,7 @@ import { createTestApp, type TestApp } from './helpers/app.ts';
 import { graphqlData } from './helpers/graphql.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
 import { providerEnv } from './helpers/providers.ts';
-import { startPath } from '../src/web/connect-pages.ts';
+import { openPage, press, startThroughPage } from './helpers/connect-page.ts';
 
 const PRODUCT = 'http://127.0.0.1:4455';
 const RETURN = `${PRODUCT}/integrations/done`;
@@ -29,15 +29,10 @@ async function mint(token: string, body: Record<string, unknown> = {}) {
 
 /** The path of a session's link (its secret is in it). */
 const pathOf = (url: string) => new URL(url).pathname;
-/** The hosted page's link that starts `provider`'s flow. */
-const startOf = (url: string, provider: string) => `${startPath(url.split('/').at(-1) as string)}?provider=${provider}`;
 
-/** Follows a session's link to the provider, as a browser would: the start link, then the provider's redirect back. */
+/** Follows a session's link to the provider, as a browser would: the page, its button, then the provider's redirect back. */
 async function runFlow(sessionUrl: string, provider: FakeProvider, login: string, options: { deny?: boolean; cookie?: string } = {}) {
-  const started = await t.fastify.inject({ url: startOf(sessionUrl, provider.id), headers: options.cookie ? { cookie: `oauth_tx=${options.cookie}` } : {} });
-  expect(started.statusCode, started.body).toBe(302);
-  const cookie = started.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
-  const authUrl = started.headers.location as string;
+  const { tx: cookie, authUrl } = await startThroughPage(t.fastify, sessionUrl, provider.id, options.cookie ? { tx: options.cookie } : {});
   const back = options.deny ? provider.deny(authUrl).location : provider.authorize(authUrl, login).location;
   const callback = new URL(back);
   const res = await t.fastify.inject({ url: `${callback.pathname}${callback.search}`, headers: { cookie: `oauth_tx=${cookie}` } });
@@ -112,7 +107,10 @@ describe('the hosted page', () => {
     expect(res.headers['referrer-policy']).toBe('no-referrer');
     expect(res.body).toContain('Acme &#60;script&#62;alert(1)&#60;/script&#62; &#38; Co');
     expect(res.body).not.toContain('<script>alert');
-    expect(res.body).toMatch(/<a class="provider" href="\/v1\/integrations\/oauth\/connect\/[A-Za-z0-9_-]{43}\/start\?provider=slack">Connect Slack<\/a>[\s\S]*Connect GitHub/);
+    // One form posting to the start, with the page's nonce; a button per provider (no link starts anything).
+    expect(res.body).toMatch(/<form method="post" action="\/v1\/integrations\/oauth\/connect\/[A-Za-z0-9_-]{43}\/start">\n<input type="hidden" name="nonce" value="[A-Za-z0-9_-]{43}">/);
+    expect(res.body).toMatch(/<button class="provider" type="submit" name="provider" value="slack">Connect Slack<\/button>[\s\S]*Connect GitHub/);
+    expect(res.body).not.toMatch(/<a [^>]*href="[^"]*\/start/);
     expect(res.body).not.toMatch(/<script(?! src)/);
   });
 
@@ -121,11 +119,13 @@ describe('the hosted page', () => {
     expect(unknown.statusCode).toBe(404);
     expect(unknown.body).toContain('This link does not work');
     const { session } = (await mint(apiToken, { allowedProviders: ['github'] })).json();
+    // The page was open before the link expired: its button starts nothing now.
+    const open = await openPage(t.fastify, session.url);
     await t.database.db.execute(sql`UPDATE connect_sessions SET expires_at = now() - interval '1 second' WHERE id = ${session.id}`);
     const expired = await t.fastify.inject({ url: pathOf(session.url) });
     expect(expired.statusCode).toBe(410);
     expect(expired.body).toContain('This link has expired');
-    const start = await t.fastify.inject({ url: startOf(session.url, 'github') });
+    const start = await press(t.fastify, open, 'github');
     expect(start.statusCode).toBe(410);
     expect(start.cookies).toEqual([]);
     const revoked = (await mint(apiToken)).json().session;
@@ -179,11 +179,11 @@ describe('connecting through a session', () => {
 
   it('connects one integration at most: of two flows of one session, the second to finish is refused', async () => {
     const { session } = (await mint(apiToken)).json();
-    const first = await t.fastify.inject({ url: startOf(session.url, 'github') });
-    const cookie = first.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
-    // The start link lies under the cookie's path, so a browser sends the cookie to the second start.
-    expect(startOf(session.url, 'slack').startsWith(`${first.cookies.find((c) => c.name === 'oauth_tx')?.path}/`)).toBe(true);
-    const second = await t.fastify.inject({ url: startOf(session.url, 'slack'), headers: { cookie: `oauth_tx=${cookie}` } });
+    const { started: first, tx: cookie } = await startThroughPage(t.fastify, session.url, 'github');
+    // The form posts under the cookie's path, so a browser sends the cookie to the second start.
+    expect((await openPage(t.fastify, session.url)).action.startsWith(`${first.cookies.find((c) => c.name === 'oauth_tx')?.path}/`)).toBe(true);
+    const { started: second, tx: shared } = await startThroughPage(t.fastify, session.url, 'slack', { tx: cookie });
+    expect(shared).toBe(cookie);
     const ghBack = new URL(gh.authorize(first.headers.location as string, 'enduser').location);
     const slackBack = new URL(slack.authorize(second.headers.location as string, 'slacker').location);
     const one = await t.fastify.inject({ url: `${ghBack.pathname}${ghBack.search}`, headers: { cookie: `oauth_tx=${cookie}` } });
@@ -197,9 +197,8 @@ describe('connecting through a session', () => {
   it('does not take whoever is signed in to Tessera in that browser as the actor of a session’s connection', async () => {
     const bystander = await registerAndLogin(t.fastify, 'bystander');
     const { session } = (await mint(apiToken, { allowedProviders: ['github'] })).json();
-    const started = await t.fastify.inject({ url: startOf(session.url, 'github') });
-    const tx = started.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
-    const back = new URL(gh.authorize(started.headers.location as string, 'enduser').location);
+    const { tx, authUrl } = await startThroughPage(t.fastify, session.url, 'github');
+    const back = new URL(gh.authorize(authUrl, 'enduser').location);
     const res = await t.fastify.inject({ url: `${back.pathname}${back.search}`, headers: { cookie: `oauth_tx=${tx}; session=${bystander.cookies.session}` } });
     const integrationId = new URL(res.headers.location as string).searchParams.get('integration');
     expect(integrationId).toBeTruthy();
@@ -212,9 +211,8 @@ describe('connecting through a session', () => {
 
   it('remembers why an attempt completed by the POST callback failed, and stays usable', async () => {
     const { session } = (await mint(apiToken, { allowedProviders: ['github'] })).json();
-    const started = await t.fastify.inject({ url: startOf(session.url, 'github') });
-    const tx = started.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
-    const state = new URL(started.headers.location as string).searchParams.get('state');
+    const { tx, authUrl } = await startThroughPage(t.fastify, session.url, 'github');
+    const state = new URL(authUrl).searchParams.get('state');
     const res = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/callback', headers: { cookie: `oauth_tx=${tx}` }, payload: { provider: 'github', code: 'not-a-code-github-issued', state } });
     expect(res.statusCode).toBe(400);
     expect(res.json().code).toBe('OAUTH_EXCHANGE_FAILED');
@@ -235,8 +233,8 @@ describe('connecting through a session', () => {
   it('enforces allowedProviders: a provider outside the list is not started, however the link is tampered with', async () => {
     const { session } = (await mint(apiToken, { allowedProviders: ['slack'] })).json();
     const [before] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM oauth_states`);
-    for (const provider of ['github', 'gitlab', 'Slack', '', 'slack%00', '../github']) {
-      const res = await t.fastify.inject({ url: startOf(session.url, provider) });
+    for (const provider of ['github', 'gitlab', 'Slack', '', 'slack%00', 'slack\u0000', '../github']) {
+      const res = await press(t.fastify, await openPage(t.fastify, session.url), provider);
       expect(res.statusCode, provider).toBe(400);
       expect(res.headers.location).toBeUndefined();
       expect(res.cookies).toEqual([]);
@@ -264,8 +262,9 @@ describe('connecting through a session', () => {
     const { session } = (await mint(apiToken, { allowedProviders: ['github'] })).json();
     const secret = session.url.split('/').at(-1) as string;
     await t.fastify.inject({ url: pathOf(session.url) });
+    await t.fastify.inject({ url: `/v1/integrations/oauth/connect/${secret}/start?provider=nope` });
+    await press(t.fastify, await openPage(t.fastify, session.url), 'nope');
     await runFlow(session.url, gh, 'enduser');
-    await t.fastify.inject({ url: startOf(session.url, 'nope') });
     expect(t.logs.text).not.toContain(secret);
     expect(t.logs.text).toContain('/connect/[REDACTED]');
   });

@@ -11,6 +11,7 @@ import { queryRows } from '../src/db/client.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import { formOf } from './helpers/connect-page.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
 import { freePort, ROOT, spawnService, waitFor } from './helpers/process.ts';
 import { providerEnv } from './helpers/providers.ts';
@@ -210,13 +211,19 @@ describe('revoking a credential', () => {
   });
 });
 
-/** What an end user's browser does with a connect link: the hosted page, the provider's consent, back to the product. */
+/** What an end user's browser does with a connect link: the hosted page, its GitHub button (the form, with the page's nonce and cookie), the provider's consent, back to the product. */
 async function connectAsEndUser(connectUrl: string): Promise<URL> {
   const page = await fetch(connectUrl);
   expect(page.status).toBe(200);
-  const startPath = /href="(\/v1\/integrations\/oauth\/connect\/[^"]+\/start\?provider=github)"/.exec(await page.text())?.[1];
-  const started = await fetch(new URL(startPath as string, tessera), { redirect: 'manual' });
-  expect(started.status).toBe(302);
+  const form = formOf(await page.text());
+  const formCookie = (page.headers.get('set-cookie') ?? '').split(';')[0] as string;
+  const started = await fetch(new URL(form?.action as string, tessera), {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { cookie: formCookie, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ nonce: form?.nonce as string, provider: 'github' }),
+  });
+  expect(started.status).toBe(303);
   const cookie = (started.headers.get('set-cookie') ?? '').split(';')[0] as string;
   const back = gh.authorize(started.headers.get('location') as string, 'customer-user').location;
   const done = await fetch(back, { redirect: 'manual', headers: { cookie } });

@@ -104,6 +104,25 @@ export const sessions = pgTable(
   (t) => [index('sessions_user_idx').on(t.userId)],
 );
 
+/**
+ * Nonces of the pages' forms (src/http/form-guard.ts): one per form shown, used up by the
+ * post it allows. Not tenant data — a form may belong to no organization (a sign-in page) —
+ * so the key is the nonce's hash, like a session's; rows die with their expiry.
+ */
+export const formNonces = pgTable(
+  'form_nonces',
+  {
+    nonceHash: text('nonce_hash').primaryKey(),
+    /** SHA-256 of the form cookie's value: the browser the nonce was shown to. */
+    bindingHash: text('binding_hash').notNull(),
+    /** SHA-256 of the path the form posts to: the one form the nonce is good for. */
+    actionHash: text('action_hash').notNull(),
+    expiresAt: time('expires_at').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('form_nonces_expires_idx').on(t.expiresAt)],
+);
+
 /** A user's personal access tokens (`tsp_…`), stored as SHA-256 hashes only. */
 export const personalAccessTokens = pgTable(
   'personal_access_tokens',

@@ -3,17 +3,19 @@
  * (CONTRACT.md §5a): the hosted page listing the allowed providers, the pages for a session
  * that cannot be used, and the page that ends a flow started in a popup by connect.js. Server-
  * rendered HTML with every value escaped, no inline script or style (the CSP allows none),
- * plain links that work without JavaScript.
+ * a plain form that works without JavaScript — and a flow starts only from that form.
  */
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { formRoutes, NONCE_FIELD } from '../http/form-guard.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { getOrganization } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { type FlowOutcome, outcomeParams, callbackRedirect } from '../integrations/connect/callback.ts';
 import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, setTxCookie } from '../integrations/connect/start.ts';
-import { type ConnectSessionRow, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
+import { type ConnectSession, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
 import type { StateRow } from '../integrations/state.ts';
-import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
+import { contentSecurityPolicy, HTML_HEADERS, staticFileRoutes } from './static-files.ts';
 
 /** The pages' policy without COOP, so that connect.js keeps a handle on the popup it opened (no-store: the routes' `noStore`). */
 export const CONNECT_PAGE_HEADERS = HTML_HEADERS;
@@ -25,6 +27,7 @@ const ASSETS = [
 ] as const;
 
 const SecretParams = Type.Object({ secret: Type.String({ maxLength: 64 }) });
+const PopupQuery = Type.Object({ popup: Type.Optional(Type.String({ maxLength: 5 })) });
 
 /** Escapes text for an HTML text node or a quoted attribute. */
 export function escapeHtml(value: string): string {
@@ -58,7 +61,7 @@ const UNUSABLE = {
   revoked: { status: 410, title: 'This link was cancelled', text: 'The app cancelled this link. Go back to the app and start again.' },
 } as const;
 
-/** A provider the session does not allow (a tampered link). */
+/** A provider the session does not allow (a tampered form). */
 const NOT_ALLOWED = {
   status: 400,
   html: page('This service is not available here', '<h1>This service is not available here</h1>\n<p>This link does not connect that service. Go back and choose one of those listed.</p>'),
@@ -69,26 +72,36 @@ function unusablePage(kind: keyof typeof UNUSABLE): { status: number; html: stri
   return { status, html: page(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`) };
 }
 
-/** The hosted page of a usable session: the organization, and one link per allowed provider. */
-async function hostedPage(services: Services, session: ConnectSessionRow, secret: string, popup: boolean): Promise<string> {
+/** Shown above the form when a start was refused: the person sees why nothing happened, and starts from here. */
+const REFUSED_NOTICE = 'Nothing was started. To connect an account, choose the service below.';
+
+/**
+ * The hosted page of a usable session: the organization, and one form — a button per
+ * allowed provider, and a nonce for this browser (CONTRACT.md §5a). Its policy lets the form's
+ * answer redirect to those providers' sign-in pages and nowhere else.
+ */
+async function hostedPage(services: Services, request: FastifyRequest, reply: FastifyReply, session: ConnectSession, secret: string, options: { popup: boolean; refused?: boolean }): Promise<string> {
   const organization = await getOrganization(services.db, session.organizationId);
   const name = organization?.name ?? 'your organization';
-  const links = session.allowedProviders
-    .map((id) => services.providers.get(id))
-    .filter((provider) => provider !== undefined)
-    .map((provider) => {
-      const href = `${startPath(secret)}?provider=${encodeURIComponent(provider.id)}${popup ? '&popup=1' : ''}`;
-      return `<li><a class="provider" href="${escapeHtml(href)}">Connect ${escapeHtml(provider.displayName)}</a></li>`;
-    })
+  const providers = session.allowedProviders.map((id) => services.providers.get(id)).filter((provider) => provider !== undefined);
+  const action = startPath(secret);
+  const nonce = await services.forms.issue(request, reply, action);
+  const signInOrigins = [...new Set(providers.map((provider) => new URL(provider.context.endpoints.authUrl).origin))];
+  reply.headers({ ...CONNECT_PAGE_HEADERS, 'content-security-policy': contentSecurityPolicy(signInOrigins) }).type('text/html; charset=utf-8');
+  const buttons = providers
+    .map((provider) => `<li><button class="provider" type="submit" name="provider" value="${escapeHtml(provider.id)}">Connect ${escapeHtml(provider.displayName)}</button></li>`)
     .join('\n');
   return page(
     `Connect an account · ${name}`,
     `<p class="eyebrow">${escapeHtml(name)}</p>
 <h1>Connect an account</h1>
-<p>Choose the service to connect. You will sign in there and approve access for <strong>${escapeHtml(name)}</strong>; you then come back here.</p>
-<ul class="providers">
-${links}
+${options.refused ? `<p class="notice" role="status">${escapeHtml(REFUSED_NOTICE)}</p>\n` : ''}<p>Choose the service to connect. You will sign in there and approve access for <strong>${escapeHtml(name)}</strong>; you then come back here.</p>
+<form method="post" action="${escapeHtml(action)}">
+<input type="hidden" name="${NONCE_FIELD}" value="${escapeHtml(nonce)}">
+${options.popup ? '<input type="hidden" name="popup" value="1">\n' : ''}<ul class="providers">
+${buttons}
 </ul>
+</form>
 <p class="fine">Your password stays with that service. You can remove access there at any time.</p>`,
   );
 }
@@ -115,16 +128,32 @@ export function flowDonePage(services: Services, state: StateRow, outcome: FlowO
   );
 }
 
-/** `GET /connect/<secret>`, its providers' start links (`startPath`), and the assets of those pages and of connect.js. */
+/** `GET /connect/<secret>`, the start its form posts to (`startPath`), and the assets of those pages and of connect.js. */
 export function connectPageRoutes(app: TypedFastify, services: Services): void {
   assetRoutes(app);
   hostedPageRoute(app, services);
-  startRoute(app, services);
+  startRoutes(app, services);
 }
 
 /** connect.js and the pages' own script and style, read once; revalidated by ETag. */
 function assetRoutes(app: TypedFastify): void {
   staticFileRoutes(app, ASSETS, { 'x-content-type-options': 'nosniff', 'cache-control': 'no-cache' });
+}
+
+/**
+ * The session a link's secret opens, if it can be used now — pending, unexpired, its minting
+ * credential still able to mint it (`sessionStatus`) — else the page saying why not.
+ */
+async function openSession(services: Services, secret: string): Promise<{ session: ConnectSession } | { unusable: { status: number; html: string } }> {
+  const session = await sessionBySecret(services.db, secret);
+  const status = session ? sessionStatus(session) : 'unknown';
+  if (!session || status !== 'pending') return { unusable: unusablePage(status === 'pending' ? 'unknown' : status) };
+  return { session };
+}
+
+function unusableAnswer(reply: FastifyReply, unusable: { status: number; html: string }): string {
+  reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8').code(unusable.status);
+  return unusable.html;
 }
 
 /** The page a session's link opens, or the page saying why it cannot be used. */
@@ -133,64 +162,79 @@ function hostedPageRoute(app: TypedFastify, services: Services): void {
     '/connect/:secret',
     {
       config: { auth: 'public', noStore: true, errors: [] },
-      schema: { summary: "A connect session's hosted page (HTML)", tags: ['connect'], params: SecretParams, querystring: Type.Object({ popup: Type.Optional(Type.String({ maxLength: 5 })) }), hide: true },
+      schema: { summary: "A connect session's hosted page (HTML)", tags: ['connect'], params: SecretParams, querystring: PopupQuery, hide: true },
     },
     async (request, reply) => {
-      reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
-      const session = await sessionBySecret(services.db, request.params.secret);
-      const status = session ? sessionStatus(session) : 'unknown';
-      if (!session || status !== 'pending') {
-        const unusable = unusablePage(status === 'pending' ? 'unknown' : status);
-        reply.code(unusable.status);
-        return unusable.html;
-      }
-      return hostedPage(services, session, request.params.secret, request.query.popup === '1');
+      const opened = await openSession(services, request.params.secret);
+      if ('unusable' in opened) return unusableAnswer(reply, opened.unusable);
+      return hostedPage(services, request, reply, opened.session, request.params.secret, { popup: request.query.popup === '1' });
     },
   );
 }
 
 /**
- * Where a provider link of the hosted page starts the flow: under the `oauth_tx` cookie's path,
- * so that a browser already in a flow sends its cookie and the new flow shares it (a second
- * flow started does not break the first, as with `POST /v1/integrations/oauth/start`).
+ * Where the hosted page's form posts: under the `oauth_tx` cookie's path, so that a browser
+ * already in a flow sends its cookie and the new flow shares it (a second flow started does
+ * not break the first, as with `POST /v1/integrations/oauth/start`).
  */
 export function startPath(secret: string): string {
   return `${OAUTH_COOKIE_PATH}/connect/${secret}/start`;
 }
 
-/** A provider link of the hosted page: starts the flow bound to this browser and to the session, if the session allows that provider. */
-function startRoute(app: TypedFastify, services: Services): void {
-  app.get(
-    startPath(':secret'),
-    {
-      config: { auth: 'public', noStore: true, errors: [] },
-      schema: {
-        summary: "Starts a connect session's flow with one of its providers (a link of the hosted page)",
-        tags: ['connect'],
-        params: SecretParams,
-        querystring: Type.Object({ provider: Type.String({ maxLength: 64 }), popup: Type.Optional(Type.String({ maxLength: 5 })) }),
-        hide: true,
+/** Anything at the start but the page's own form — a link, a GET, another site's post, a spent nonce — gets the page again, and nothing starts. */
+async function pageAgain(services: Services, request: FastifyRequest, reply: FastifyReply, secret: string, popup: boolean): Promise<string> {
+  const opened = await openSession(services, secret);
+  if ('unusable' in opened) return unusableAnswer(reply, opened.unusable);
+  reply.code(403);
+  return hostedPage(services, request, reply, opened.session, secret, { popup, refused: true });
+}
+
+const StartBody = Type.Object(
+  { [NONCE_FIELD]: Type.String({ maxLength: 64 }), provider: Type.String({ maxLength: 64 }), popup: Type.Optional(Type.String({ maxLength: 5 })) },
+  { additionalProperties: false },
+);
+
+/**
+ * The hosted page's form: a post that the form guard took as the page's own (src/http/form-guard.ts)
+ * starts the flow bound to this browser and to the session, if the session is still usable
+ * and allows that provider. The start's URL by GET only shows the page.
+ */
+function startRoutes(app: TypedFastify, services: Services): void {
+  formRoutes(app, services.forms, (forms) => {
+    forms.get(
+      startPath(':secret'),
+      { config: { auth: 'public', noStore: true, errors: [] }, schema: { params: SecretParams, querystring: PopupQuery, hide: true } },
+      async (request, reply) => pageAgain(services, request, reply, request.params.secret, request.query.popup === '1'),
+    );
+    forms.post(
+      startPath(':secret'),
+      {
+        config: {
+          auth: 'public',
+          noStore: true,
+          errors: [],
+          formRefused: (request, reply) => pageAgain(services, request, reply, (request.params as { secret: string }).secret, (request.body as { popup?: unknown } | undefined)?.popup === '1'),
+        },
+        schema: { summary: "Starts a connect session's flow with one of its providers (the hosted page's form)", tags: ['connect'], params: SecretParams, body: StartBody, hide: true },
       },
-    },
-    async (request, reply) => {
-      const session = await sessionBySecret(services.db, request.params.secret);
-      const status = session ? sessionStatus(session) : 'unknown';
-      const provider = services.providers.get(request.query.provider);
-      if (!session || status !== 'pending' || !provider || !session.allowedProviders.includes(provider.id)) {
-        reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
-        const unusable = session && status === 'pending' ? NOT_ALLOWED : unusablePage(status === 'pending' ? 'unknown' : status);
-        reply.code(unusable.status);
-        return unusable.html;
-      }
-      const flow = await beginFlow(
-        services,
-        services.db,
-        { organizationId: session.organizationId, userId: null, connectSessionId: session.id, popup: request.query.popup === '1', provider, scopes: provider.scopes, redirectUri: session.redirectUri },
-        request.cookies[OAUTH_TX_COOKIE],
-      );
-      setTxCookie(reply, services, flow.txValue);
-      reply.code(302).header('location', flow.authUrl);
-      return null;
-    },
-  );
+      async (request, reply) => {
+        const opened = await openSession(services, request.params.secret);
+        if ('unusable' in opened) return unusableAnswer(reply, opened.unusable);
+        const { session } = opened;
+        const provider = services.providers.get(request.body.provider);
+        if (!provider || !session.allowedProviders.includes(provider.id)) return unusableAnswer(reply, NOT_ALLOWED);
+        const popup = request.body.popup === '1';
+        const flow = await beginFlow(
+          services,
+          services.db,
+          { organizationId: session.organizationId, userId: null, connectSessionId: session.id, popup, provider, scopes: provider.scopes, redirectUri: session.redirectUri },
+          request.cookies[OAUTH_TX_COOKIE],
+        );
+        setTxCookie(reply, services, flow.txValue);
+        // 303: the browser follows with a GET, whatever method brought it here.
+        reply.code(303).header('location', flow.authUrl);
+        return null;
+      },
+    );
+  });
 }

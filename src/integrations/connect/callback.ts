@@ -4,7 +4,7 @@ import { AppError, type ErrorCode } from '../../http/errors.ts';
 import type { Principal } from '../../http/context.ts';
 import { authenticateOptional } from '../../identity/authenticate.ts';
 import { membershipOf } from '../../organizations/organizations.ts';
-import { type ConnectSessionRow, completeSession, findSession, sessionStatus } from '../sessions/sessions.ts';
+import { type ConnectSession, completeSession, findSession, grantorLost, sessionStatus } from '../sessions/sessions.ts';
 import { open } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
@@ -70,22 +70,29 @@ export async function completeConnect(services: Services, request: FastifyReques
   const actor = { principal, requestId: request.id, ...(state.userId ? { userId: state.userId } : {}) };
   const work = { tx, afterCommit: (fn: () => unknown) => request.ctx.afterCommit(fn), actor };
   const result = await storeConnection(services, work, { organizationId: state.organizationId, provider, ...connected, ...(session ? { session } : {}) });
-  // A session connects one integration: of two flows it started, the first to finish wins.
+  // A session connects one integration: of two flows it started, the first to finish wins —
+  // and none once its minting credential lost the authority to mint it (checked again here,
+  // in the transaction that would store the integration: the flow spent time at the provider).
   if (session && !(await completeSession(tx, state.organizationId, session.id, result.integration.id))) {
-    throw fail(new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' }));
+    throw fail(grantorLost(await findSession(tx, state.organizationId, session.id)) ? GRANTOR_LOST() : SESSION_ENDED());
   }
   return { ...result, state };
 }
 
+const SESSION_ENDED = () => new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
+const GRANTOR_LOST = () => new AppError('FORBIDDEN', { message: 'The credential that created this connect session can no longer create it' });
+
 /**
  * Who a claimed state is for. A user's flow: that user must still manage integrations in
  * the organization (403 otherwise). A connect session's flow: the session, which must still
- * be pending — not used, revoked or expired.
+ * be pending — not used, revoked or expired (409) — with its minting credential still able
+ * to mint it (403, CONTRACT.md §5a).
  */
-async function checkStarter(services: Services, state: StateRow): Promise<ConnectSessionRow | null> {
+async function checkStarter(services: Services, state: StateRow): Promise<ConnectSession | null> {
   if (state.connectSessionId) {
     const session = await findSession(services.db, state.organizationId, state.connectSessionId);
-    if (sessionStatus(session) !== 'pending') throw new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
+    if (grantorLost(session)) throw GRANTOR_LOST();
+    if (sessionStatus(session) !== 'pending') throw SESSION_ENDED();
     return session;
   }
   const membership = state.userId ? await membershipOf(services.db, state.organizationId, state.userId) : null;

@@ -4,18 +4,29 @@
  * without an account here. The session is one more thing an OAuth state carries; the flow
  * itself is the usual one (connect/start.ts, connect/callback.ts).
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, getTableColumns, sql } from 'drizzle-orm';
 import { type AuditActor, recordAudit } from '../../audit/audit.ts';
 import type { Db } from '../../db/client.ts';
 import { connectSessions, type EndUser } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
 import { hashToken } from '../../identity/credentials.ts';
+import { grantorAuthorized } from '../../identity/grantor.ts';
 import { newId, newSecret, SECRET, ULID } from '../../lib/ids.ts';
 import type { Services } from '../../services.ts';
 import { checkRedirectUri } from '../connect/start.ts';
 
 export type ConnectSessionRow = typeof connectSessions.$inferSelect;
+/** A session as looked up: its row, and whether the credential that minted it could still mint it (§5a). */
+export type ConnectSession = ConnectSessionRow & { grantorAlive: boolean };
 export type SessionStatus = 'pending' | 'completed' | 'expired' | 'revoked';
+
+/** Whether the session's minting credential could still mint it: folded into every lookup of a session. */
+const GRANTOR_ALIVE = grantorAuthorized(connectSessions.organizationId, {
+  kind: connectSessions.createdByKind,
+  credentialId: connectSessions.createdById,
+  userId: connectSessions.createdByUserId,
+});
+const SESSION_COLUMNS = { ...getTableColumns(connectSessions), grantorAlive: GRANTOR_ALIVE.mapWith((value: unknown) => value === true) };
 
 /** Seconds a session lives when the request names none, and the bounds it may name. */
 export const SESSION_EXPIRY = { default: 1800, min: 60, max: 14400 } as const;
@@ -38,12 +49,23 @@ export interface SessionView {
   error?: string;
 }
 
-/** A session's status as of `now`: a pending one past its expiry is `expired`. */
-export function sessionStatus(row: Pick<ConnectSessionRow, 'status' | 'expiresAt'>, now = Date.now()): SessionStatus {
-  return row.status === 'pending' && row.expiresAt.getTime() <= now ? 'expired' : row.status;
+/**
+ * A session's status as of `now`: a pending one past its expiry is `expired`, and one whose
+ * minting credential could no longer mint it (revoked, expired, logged out, or its person no
+ * longer owner or admin) is `revoked` — it cannot be used, whatever its row says.
+ */
+export function sessionStatus(row: Pick<ConnectSessionRow, 'status' | 'expiresAt'> & { grantorAlive?: boolean }, now = Date.now()): SessionStatus {
+  if (row.status !== 'pending') return row.status;
+  if (row.expiresAt.getTime() <= now) return 'expired';
+  return row.grantorAlive === false ? 'revoked' : 'pending';
 }
 
-export function sessionView(row: ConnectSessionRow): SessionView {
+/** A pending row whose grantor lost the authority to mint it: refused as FORBIDDEN where a flow meets it (the callback). */
+export function grantorLost(row: Pick<ConnectSession, 'status' | 'expiresAt' | 'grantorAlive'>): boolean {
+  return row.status === 'pending' && row.expiresAt.getTime() > Date.now() && !row.grantorAlive;
+}
+
+export function sessionView(row: ConnectSessionRow & { grantorAlive?: boolean }): SessionView {
   return {
     id: row.id,
     status: sessionStatus(row),
@@ -93,19 +115,23 @@ export async function mintSession(services: Services, work: { db: Db; actor: Aud
 }
 
 /** The organization's session `id`, or 404 (unknown, malformed, or another organization's). */
-export async function findSession(db: Db, organizationId: string, id: string): Promise<ConnectSessionRow> {
+export async function findSession(db: Db, organizationId: string, id: string): Promise<ConnectSession> {
   if (!ULID.test(id)) throw new AppError('NOT_FOUND', { message: 'No such connect session' });
-  const [row] = await db.select().from(connectSessions).where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id)));
+  const [row] = await db.select(SESSION_COLUMNS).from(connectSessions).where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id)));
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such connect session' });
   return row;
 }
 
-/** Revokes a pending session (a revoked one stays revoked); a completed or expired one is a 409. */
-export async function revokeSession(work: { db: Db; actor: AuditActor }, organizationId: string, id: string): Promise<ConnectSessionRow> {
+/**
+ * Revokes a pending session (a revoked one stays revoked); a completed or expired one is a 409.
+ * One that reads as revoked because its minter lost the authority is revoked for good here:
+ * the product's word outlasts the person getting the role back.
+ */
+export async function revokeSession(work: { db: Db; actor: AuditActor }, organizationId: string, id: string): Promise<ConnectSession> {
   const row = await findSession(work.db, organizationId, id);
   const status = sessionStatus(row);
-  if (status === 'revoked') return row;
-  if (status !== 'pending') throw new AppError('CONFLICT', { message: `The connect session is ${status}` });
+  if (row.status === 'revoked') return row;
+  if (status !== 'pending' && !grantorLost(row)) throw new AppError('CONFLICT', { message: `The connect session is ${status}` });
   const [revoked] = await work.db
     .update(connectSessions)
     .set({ status: 'revoked' })
@@ -113,22 +139,28 @@ export async function revokeSession(work: { db: Db; actor: AuditActor }, organiz
     .returning();
   if (!revoked) throw new AppError('CONFLICT', { message: 'The connect session has just ended' });
   await recordAudit(work.db, work.actor, { organizationId, action: 'connect_session.revoked', targetType: 'connect_session', targetId: id });
-  return revoked;
+  return { ...revoked, grantorAlive: row.grantorAlive };
 }
 
 /** The session a link's secret opens, whatever its state, or null. The one lookup not led by an organization: the secret is all the browser has. */
-export async function sessionBySecret(db: Db, secret: string): Promise<ConnectSessionRow | null> {
+export async function sessionBySecret(db: Db, secret: string): Promise<ConnectSession | null> {
   if (!SECRET.test(secret)) return null;
-  const [row] = await db.select().from(connectSessions).where(eq(connectSessions.secretHash, hashToken(secret)));
+  const [row] = await db.select(SESSION_COLUMNS).from(connectSessions).where(eq(connectSessions.secretHash, hashToken(secret)));
   return row ?? null;
 }
 
-/** Marks a session completed by `integrationId`, in the transaction storing the integration; false when it is no longer pending (another flow of it won, or it ended). */
+/**
+ * Marks a session completed by `integrationId`, in the transaction storing the integration;
+ * false when it is no longer usable (another flow of it won, it ended, or its minting
+ * credential lost the authority to mint it while the flow was at the provider).
+ */
 export async function completeSession(tx: Db, organizationId: string, id: string, integrationId: string): Promise<boolean> {
   const [row] = await tx
     .update(connectSessions)
     .set({ status: 'completed', integrationId, lastError: null, completedAt: sql`now()` })
-    .where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id), eq(connectSessions.status, 'pending'), sql`${connectSessions.expiresAt} > now()`))
+    .where(
+      and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id), eq(connectSessions.status, 'pending'), sql`${connectSessions.expiresAt} > now()`, GRANTOR_ALIVE),
+    )
     .returning({ id: connectSessions.id });
   return row !== undefined;
 }
