@@ -98,6 +98,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     logger,
     onDelivered: (lagMs) => metrics.delivered(lagMs),
     backoff: { baseMs: config.events.retryBase * 1000, maxMs: config.events.retryMax * 1000 },
+    keyring: config.keyring,
   });
   const passwords = new PasswordHasher({ cost: config.auth.passwordCost });
   void passwords.prepare();
@@ -108,7 +109,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     passwords,
     sessionTokens: new SessionTokens(config.jwtKeys),
     rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window, organizationMax: config.rateLimit.organizationMax }),
-    outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake() }),
+    outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring }),
     dispatcher,
     providers: buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds)),
     stateCodec: new StateCodec(config.keyring),

@@ -246,6 +246,38 @@ describe(`event outbox and webhook dispatcher (${backend})`, () => {
     expect(await deliveryRows(id)).toEqual([{ webhook_id: webhookId(receiver.url), attempts: 1, delivered: true, locked: false, last_error: null }]);
   });
 
+  it("seals an event's secret fields in its row and opens them only into the delivered body, for that row only", async () => {
+    const { receiver, secret, dispatcher } = await harness(undefined, { keyring: t.config.keyring });
+    const box = createOutbox({ webhooks: [{ url: receiver.url, secret }], wake: () => dispatcher.wake(), keyring: t.config.keyring });
+    const token = randomBytes(32).toString('base64url');
+    const id = await box.emit(t.database.db, (fn) => void fn(), {
+      organizationId: ORG,
+      type: 'organization.member_invited',
+      data: { invitationId: 'inv_1' },
+      secretData: { acceptToken: token },
+    });
+    await expect.poll(() => receiver.received.length, { timeout: 10_000 }).toBe(1);
+    const delivered = receiver.received[0] as Received;
+    expect(JSON.parse(delivered.body).data).toEqual({ externalId: null, organizationId: ORG, invitationId: 'inv_1', acceptToken: token });
+    expect(signatureValid(delivered, secret)).toBe(true);
+    const [row] = await queryRows<{ text: string }>(t.database.db, sql`SELECT row_to_json(e)::text AS text FROM events e WHERE id = ${id}`);
+    expect(row?.text).toContain('inv_1');
+    expect(row?.text).not.toContain(token);
+
+    // Copied onto another event's row, the sealed fields do not open: that event is not delivered, and says why.
+    const other = await box.emit(t.database.db, (fn) => void fn(), { organizationId: ORG, type: 'organization.member_invited', data: { invitationId: 'inv_2' } });
+    await expect.poll(() => receiver.received.length, { timeout: 10_000 }).toBe(2);
+    const moved = await t.database.db.transaction(async (tx) => {
+      const emitted = await box.emit(tx as unknown as Db, () => {}, { organizationId: ORG, type: 'organization.member_invited', data: { invitationId: 'inv_3' } });
+      await tx.execute(sql`UPDATE events SET sealed = (SELECT sealed FROM events WHERE id = ${id}) WHERE id = ${emitted}`);
+      return emitted;
+    });
+    dispatcher.wake();
+    await expect.poll(async () => (await deliveryRows(moved))[0]?.last_error, { timeout: 10_000 }).toBe('sealed event fields did not open');
+    expect(receiver.received.map((r) => JSON.parse(r.body).id)).toEqual([id, other]);
+    expect((await deliveryRows(moved))[0]?.delivered).toBe(false);
+  });
+
   it('delivers nothing for a request that emits and then fails (rollback)', async () => {
     const { receiver, dispatcher } = await harness();
     const response = await emitRequest({ fail: true, holdMs: 50, marker: 'rolled-back' });

@@ -9,6 +9,7 @@ import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { graphqlRequest } from './helpers/graphql.ts';
 import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
+import { acceptTokenOf } from './helpers/invitations.ts';
 import { connect, providerEnv } from './helpers/providers.ts';
 
 let t: TestApp;
@@ -148,7 +149,11 @@ describe('mutations', () => {
     expect(added.raw).not.toContain(alice.userId);
     expect((await gql(owner.token, 'mutation($e: String!) { addMember(email: $e, role: "member") { user { id } } }', { e: alice.email })).status).toBe(400);
     expect((await gql(owner.token, '{ members { role } }')).body.data.members).toEqual([{ role: 'owner' }]);
-    const accepted = await gql(alice.token, 'mutation($id: ID!) { acceptInvitation(id: $id) { id role } }', { id: added.body.data.addMember.id });
+    const invitationId = added.body.data.addMember.id;
+    const accepted = await gql(alice.token, 'mutation($id: ID!, $token: String!) { acceptInvitation(id: $id, token: $token) { id role } }', {
+      id: invitationId,
+      token: await acceptTokenOf(t, invitationId),
+    });
     expect(accepted.body.data.acceptInvitation).toEqual({ id: owner.organizationId, role: 'member' });
     const members = await gql(owner.token, '{ members { user { email } role } }');
     expect(members.body.data.members.map((m: { role: string }) => m.role)).toEqual(['owner', 'member']);
@@ -227,7 +232,8 @@ describe('isolation and roles', () => {
   it('keeps audit logs and API tokens to owners and admins', async () => {
     const bob = await registerAndLogin(t.fastify, 'gql-bob');
     const invitation = (await gql(owner.token, 'mutation($e: String!) { addMember(email: $e, role: "member") { id } }', { e: bob.email })).body.data.addMember;
-    expect((await gql(bob.token, 'mutation($id: ID!) { acceptInvitation(id: $id) { role } }', { id: invitation.id })).body.data.acceptInvitation.role).toBe('member');
+    const accept = 'mutation($id: ID!, $token: String!) { acceptInvitation(id: $id, token: $token) { role } }';
+    expect((await gql(bob.token, accept, { id: invitation.id, token: await acceptTokenOf(t, invitation.id) })).body.data.acceptInvitation.role).toBe('member');
     const token = (await gql(bob.token, 'mutation($o: ID!) { switchOrganization(organizationId: $o) { accessToken } }', { o: owner.organizationId })).body.data.switchOrganization.accessToken;
     expect((await gql(token, '{ auditLogs { nodes { id } } }')).body.errors[0].extensions.code).toBe('FORBIDDEN');
     expect((await gql(token, '{ apiTokens { id } }')).body.errors[0].extensions.code).toBe('FORBIDDEN');

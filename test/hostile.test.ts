@@ -33,6 +33,7 @@ import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, TEST_ENCRYPTION_KEY, TEST_JWT_SECRET, type TestApp } from './helpers/app.ts';
 import { graphqlData } from './helpers/graphql.ts';
 import { type Account, bearer, login, registerAndLogin } from './helpers/identity.ts';
+import { acceptTokenOf } from './helpers/invitations.ts';
 import { type CheckedResponse, OpenApiChecker, type Route } from './helpers/openapi.ts';
 import { connect, providerEnv, REDIRECT_URI, startFlow } from './helpers/providers.ts';
 
@@ -190,7 +191,7 @@ async function heal(): Promise<void> {
 async function inviteMemberIn(): Promise<void> {
   const invitation = (await gql(world.owner.token, `mutation { addMember(email: ${JSON.stringify(world.member.email)}, role: "member") { id } }`)).addMember;
   const session = remember(await login(t.fastify, world.member.email, world.member.password));
-  await gql(session.token, 'mutation($id: ID!) { acceptInvitation(id: $id) { id } }', { id: invitation.id });
+  await gql(session.token, 'mutation($id: ID!, $token: String!) { acceptInvitation(id: $id, token: $token) { id } }', { id: invitation.id, token: await acceptTokenOf(t, invitation.id) });
 }
 
 /** The member signs in again and switches to the owner's organization. */
@@ -1101,7 +1102,7 @@ describe('hostile input, pinned', () => {
       '{ integration(id: "a\\u0000") { id } }',
       'mutation { createOrganization(name: "a\\u0000") { id } }',
       'mutation { addMember(email: "a\\u0000@example.com", role: "member") { role } }',
-      'mutation { acceptInvitation(id: "\\u0000") { id } }',
+      'mutation { acceptInvitation(id: "\\u0000", token: "\\u0000") { id } }',
       'mutation { declineInvitation(id: "\\u0000") { id } }',
       'mutation { revokeInvitation(id: "\\u0000") { id } }',
       'mutation { setMemberRole(email: "a\\u0000@example.com", role: "admin") { role } }',

@@ -12,6 +12,7 @@ import { acceptInvitation, inviteMember } from '../src/organizations/invitations
 import { addMembership, listMembers, removeMember, setMemberRole } from '../src/organizations/organizations.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { type Account, bearer, browser, login, registerAndLogin } from './helpers/identity.ts';
+import { acceptTokenOf } from './helpers/invitations.ts';
 
 const ADMIN_EMAIL = 'root@example.com';
 const ADMIN_PASSWORD = 'bootstrap admin password';
@@ -235,14 +236,15 @@ describe('organizations and memberships', () => {
     const org = owner.organizationId;
     const events = { outbox: t.app.services.outbox, afterCommit: (fn: () => unknown) => void fn() };
     const ownerDeps = { db: t.database.db, actor: { principal: jwtPrincipal(owner), requestId: null }, ...events };
-    // Membership by invitation: each accepts with their own session; e-mails match in any letter case.
-    const toAlice = await inviteMember(ownerDeps, { organizationId: org, email: alice.email.toUpperCase(), role: 'admin' });
-    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(alice), requestId: null } }, { id: toAlice.id });
-    const toBob = await inviteMember(ownerDeps, { organizationId: org, email: bob.email, role: 'member' });
-    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(bob), requestId: null } }, { id: toBob.id });
-    await expect(inviteMember(ownerDeps, { organizationId: org, email: bob.email, role: 'member' })).rejects.toMatchObject({ code: 'CONFLICT' });
+    const { publicUrl } = t.config.server;
+    // Membership by invitation: each accepts with their own session and the invitation's token; e-mails match in any letter case.
+    const toAlice = await inviteMember(ownerDeps, { organizationId: org, email: alice.email.toUpperCase(), role: 'admin', publicUrl });
+    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(alice), requestId: null } }, { id: toAlice.id, token: await acceptTokenOf(t, toAlice.id) });
+    const toBob = await inviteMember(ownerDeps, { organizationId: org, email: bob.email, role: 'member', publicUrl });
+    await acceptInvitation({ db: t.database.db, actor: { principal: jwtPrincipal(bob), requestId: null } }, { id: toBob.id, token: await acceptTokenOf(t, toBob.id) });
+    await expect(inviteMember(ownerDeps, { organizationId: org, email: bob.email, role: 'member', publicUrl })).rejects.toMatchObject({ code: 'CONFLICT' });
     // An address without an account is invited like any other: no error that would tell it apart.
-    expect(await inviteMember(ownerDeps, { organizationId: org, email: 'ghost@example.com', role: 'member' })).toMatchObject({ email: 'ghost@example.com', role: 'member', status: 'pending' });
+    expect(await inviteMember(ownerDeps, { organizationId: org, email: 'ghost@example.com', role: 'member', publicUrl })).toMatchObject({ email: 'ghost@example.com', role: 'member', status: 'pending' });
     expect((await listMembers(ownerDeps, { organizationId: org })).map((m) => [m.user.email, m.role])).toEqual([
       [owner.email, 'owner'],
       [alice.email, 'admin'],
@@ -253,7 +255,7 @@ describe('organizations and memberships', () => {
     await expect(setMemberRole(aliceDeps, { organizationId: org, email: bob.email, role: 'owner' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     await expect(removeMember(aliceDeps, { organizationId: org, email: owner.email })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     const bobDeps = { db: t.database.db, actor: { principal: { ...jwtPrincipal(bob), organizationId: org, role: 'member' as const }, requestId: null }, ...events };
-    await expect(inviteMember(bobDeps, { organizationId: org, email: alice.email, role: 'member' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(inviteMember(bobDeps, { organizationId: org, email: alice.email, role: 'member', publicUrl })).rejects.toMatchObject({ code: 'FORBIDDEN' });
 
     await expect(setMemberRole(ownerDeps, { organizationId: org, email: owner.email, role: 'admin' })).rejects.toMatchObject({ code: 'CONFLICT' });
     await expect(removeMember(ownerDeps, { organizationId: org, email: owner.email })).rejects.toMatchObject({ code: 'CONFLICT' });

@@ -1,17 +1,30 @@
+import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { graphqlRequest } from './helpers/graphql.ts';
-import { type Account, bearer, browser, registerAndLogin } from './helpers/identity.ts';
+import { type Account, bearer, browser, login, registerAndLogin } from './helpers/identity.ts';
+import { type ReceivedEvent, startWebhookReceiver, type WebhookReceiver } from './helpers/webhooks.ts';
 
 let t: TestApp;
+/** The product's backend: every event arrives here, as a product would receive it. */
+let hook: WebhookReceiver;
 
 beforeAll(async () => {
-  t = await createTestApp({ env: { RATE_LIMIT_MAX: '0' } });
+  hook = await startWebhookReceiver();
+  t = await createTestApp({
+    env: {
+      RATE_LIMIT_MAX: '0',
+      EVENTS_WEBHOOK_URL: hook.url,
+      EVENTS_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 5).toString('base64')}`,
+      EVENTS_POLL_INTERVAL: '1',
+    },
+  });
 });
 afterAll(async () => {
   await t?.close();
+  await hook?.close();
 });
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -45,11 +58,53 @@ interface InvitationAnswer {
   organization: { id: string; name: string };
 }
 
+/** How many times each invitation was sent through `invite`: the webhook must have received that many. */
+const sendings = new Map<string, number>();
+
 async function invite(auth: string, email: string, role = 'member'): Promise<InvitationAnswer> {
-  return (await ok(auth, `mutation($e: String!, $r: String!) { addMember(email: $e, role: $r) { ${INVITATION_FIELDS} } }`, { e: email, r: role })).addMember;
+  const invitation: InvitationAnswer = (await ok(auth, `mutation($e: String!, $r: String!) { addMember(email: $e, role: $r) { ${INVITATION_FIELDS} } }`, { e: email, r: role })).addMember;
+  sendings.set(invitation.id, (sendings.get(invitation.id) ?? 0) + 1);
+  return invitation;
 }
 
-const accept = (auth: string | Record<string, string>, id: string) => gql(auth, 'mutation($id: ID!) { acceptInvitation(id: $id) { id name role } }', { id });
+interface InvitedData {
+  organizationId: string;
+  invitationId: string;
+  email: string;
+  role: string;
+  acceptToken: string;
+  acceptUrl: string;
+  invitation: { id: string; email: string; role: string; expiresAt: string };
+  organization: { id: string; name: string };
+  invitedBy: string | null;
+}
+
+/** The `organization.member_invited` events the webhook received for invitation `id`, oldest first, each once. */
+function deliveries(id: string): (ReceivedEvent['event'] & { data: InvitedData })[] {
+  const byId = new Map<string, ReceivedEvent['event']>();
+  for (const { event } of hook.received) if (event.type === 'organization.member_invited' && event.data.invitationId === id) byId.set(event.id, event);
+  return [...byId.values()].sort((a, b) => a.id.localeCompare(b.id)) as (ReceivedEvent['event'] & { data: InvitedData })[];
+}
+
+/** What the latest sending of invitation `id` delivered to the webhook (waits for it). */
+async function delivered(id: string): Promise<InvitedData> {
+  const expected = sendings.get(id) ?? 1;
+  await expect.poll(() => deliveries(id).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(expected);
+  return deliveries(id)[expected - 1]?.data as InvitedData;
+}
+
+/** The token of invitation `id`'s latest sending, as the product received it. */
+async function tokenOf(id: string): Promise<string> {
+  return (await delivered(id)).acceptToken;
+}
+
+const ACCEPT = 'mutation($id: ID!, $token: String!) { acceptInvitation(id: $id, token: $token) { id name role } }';
+const accept = (auth: string | Record<string, string>, id: string, token: string) => gql(auth, ACCEPT, { id, token });
+
+/** The invitee accepts with the token of the invitation's latest sending. */
+async function acceptWithToken(auth: string | Record<string, string>, id: string) {
+  return accept(auth, id, await tokenOf(id));
+}
 
 async function mine(auth: string | Record<string, string>): Promise<InvitationAnswer[]> {
   return (await ok(auth, `{ myInvitations { ${INVITATION_FIELDS} } }`)).myInvitations;
@@ -74,18 +129,15 @@ async function switchTo(account: Account, organizationId: string): Promise<strin
 /** Invites `account` into the owner's organization with `role`; the account accepts; returns its token there. */
 async function join(ownerToken: string, organizationId: string, account: Account, role: string): Promise<string> {
   const invitation = await invite(ownerToken, account.email, role);
-  expect((await accept(account.token, invitation.id)).body.errors).toBeUndefined();
+  expect((await acceptWithToken(account.token, invitation.id)).body.errors).toBeUndefined();
   return switchTo(account, organizationId);
 }
 
+/** The organization's stored `organization.member_invited` events (the outbox rows: the token is sealed in `sealed`). */
 async function eventsOf(organizationId: string) {
-  return queryRows<{
-    id: string;
-    type: string;
-    data: { invitation: { id: string; email: string; role: string; expiresAt: string }; organization: { id: string; name: string }; invitedBy: string | null };
-  }>(
+  return queryRows<{ id: string; type: string; data: Omit<InvitedData, 'acceptToken' | 'acceptUrl'>; sealed: unknown }>(
     t.database.db,
-    sql`SELECT id, type, data FROM events WHERE organization_id = ${organizationId} AND type = 'organization.member_invited' ORDER BY id`,
+    sql`SELECT id, type, data, sealed FROM events WHERE organization_id = ${organizationId} AND type = 'organization.member_invited' ORDER BY id`,
   );
 }
 
@@ -150,7 +202,7 @@ describe('consent', () => {
     }
   });
 
-  it('queues organization.member_invited with the invitation, in the same transaction as the change', async () => {
+  it('queues organization.member_invited with the invitation and its accept link, in the same transaction as the change', async () => {
     const owner = await registerAndLogin(t.fastify, 'event-owner');
     const before = Date.now();
     const invitation = await invite(owner.token, 'event-invitee@example.com', 'admin');
@@ -160,14 +212,24 @@ describe('consent', () => {
     expect(invitation.expiresAt).toBe(new Date(invitation.expiresAt).toISOString());
     const events = await eventsOf(owner.organizationId);
     expect(events).toHaveLength(1);
-    expect(events[0]?.data).toEqual({
+    const described = {
       organizationId: owner.organizationId,
       externalId: null,
+      invitationId: invitation.id,
+      email: 'event-invitee@example.com',
+      role: 'admin',
       invitation: { id: invitation.id, email: 'event-invitee@example.com', role: 'admin', expiresAt: invitation.expiresAt },
       organization: { id: owner.organizationId, name: invitation.organization.name },
       invitedBy: owner.userId,
-    });
+    };
+    // The product receives the token and the page that takes it; the stored row holds them sealed only.
+    const data = await delivered(invitation.id);
+    expect(data).toEqual({ ...described, acceptToken: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), acceptUrl: expect.any(String) });
+    expect(data.acceptUrl).toBe(`${t.config.server.publicUrl}/invitations/${invitation.id}#token=${data.acceptToken}`);
+    expect(events[0]?.data).toEqual(described);
+    expect(JSON.stringify(events[0])).not.toContain(data.acceptToken);
     expect(events[0]?.id).toMatch(/^evt_/);
+    expect(deliveries(invitation.id).map((event) => event.id)).toEqual([events[0]?.id]);
 
     // A document that fails later rolls the invitation and its event back together.
     const failed = await gql(owner.token, 'mutation { addMember(email: "rolled-back@example.com", role: "member") { id } removeMember(email: "nobody@example.com") }');
@@ -195,36 +257,37 @@ describe('the invitee', () => {
     expect(await mine(owner.token)).toEqual([]);
   });
 
-  it('accepts with her own session and becomes a member with the role; nobody else can accept it', async () => {
+  it('accepts with her own session and becomes a member with the role; nobody else can accept it, even holding the token', async () => {
     const owner = await registerAndLogin(t.fastify, 'accept-owner');
     const alice = await registerAndLogin(t.fastify, 'accept-alice');
     const bob = await registerAndLogin(t.fastify, 'accept-bob');
     const invitation = await invite(owner.token, alice.email, 'admin');
+    const token = await tokenOf(invitation.id);
 
-    // Bob gets exactly the answer of an id that does not exist.
-    const bobs = await accept(bob.token, invitation.id);
-    const unknown = await accept(bob.token, '01JAAAAAAAAAAAAAAAAAAAAAAA');
+    // Bob, with the link in hand, gets exactly the answer of an id that does not exist.
+    const bobs = await accept(bob.token, invitation.id, token);
+    const unknown = await accept(bob.token, '01JAAAAAAAAAAAAAAAAAAAAAAA', token);
     expect(bobs.body.errors?.[0]?.extensions.code).toBe('NOT_FOUND');
     expect(bobs.body.errors?.[0]?.message).toBe(unknown.body.errors?.[0]?.message);
     expect(bobs.raw).not.toContain(owner.organizationId);
     expect(await code(bob.token, 'mutation($id: ID!) { declineInvitation(id: $id) { id } }', { id: invitation.id })).toBe('NOT_FOUND');
     // The inviting owner cannot accept on her behalf either.
-    expect((await accept(owner.token, invitation.id)).body.errors?.[0]?.extensions.code).toBe('NOT_FOUND');
+    expect((await accept(owner.token, invitation.id, token)).body.errors?.[0]?.extensions.code).toBe('NOT_FOUND');
 
     // Alice's personal access token, an API token, and an impersonating admin cannot consent for her.
     const pat = (await ok(alice.token, 'mutation { createPersonalAccessToken(name: "script") { token } }')).createPersonalAccessToken.token;
-    expect((await accept(pat, invitation.id)).body.errors?.[0]?.extensions.code).toBe('FORBIDDEN');
+    expect((await accept(pat, invitation.id, token)).body.errors?.[0]?.extensions.code).toBe('FORBIDDEN');
     const apiToken = (await ok(alice.token, 'mutation { createAPIToken(name: "backend") { token } }')).createAPIToken.token;
-    expect((await accept(apiToken, invitation.id)).body.errors?.[0]?.extensions.code).toBe('FORBIDDEN');
+    expect((await accept(apiToken, invitation.id, token)).body.errors?.[0]?.extensions.code).toBe('FORBIDDEN');
     const admin = await registerAndLogin(t.fastify, 'accept-sysadmin');
     await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${admin.userId}`);
     const impersonating = { ...bearer(admin.token), 'x-impersonate-user': alice.userId };
     expect((await mine(impersonating)).map((i) => i.id)).toEqual([invitation.id]);
-    expect((await accept(impersonating, invitation.id)).body.errors?.[0]?.extensions.code).toBe('FORBIDDEN');
+    expect((await accept(impersonating, invitation.id, token)).body.errors?.[0]?.extensions.code).toBe('FORBIDDEN');
     expect(await code(pat, 'mutation($id: ID!) { declineInvitation(id: $id) { id } }', { id: invitation.id })).toBe('FORBIDDEN');
     expect((await access(alice.token)).body.organizations).toHaveLength(1);
 
-    const accepted = await accept(alice.token, invitation.id);
+    const accepted = await accept(alice.token, invitation.id, token);
     expect(accepted.body.errors).toBeUndefined();
     const organizationName = (await ok(owner.token, '{ organization { name } }')).organization.name;
     expect(accepted.body.data?.acceptInvitation).toEqual({ id: owner.organizationId, name: organizationName, role: 'admin' });
@@ -235,7 +298,7 @@ describe('the invitee', () => {
     expect(await pending(owner.token)).toEqual([]);
 
     // Used up: a second acceptance is refused.
-    expect((await accept(alice.token, invitation.id)).body.errors?.[0]?.extensions.code).toBe('CONFLICT');
+    expect((await accept(alice.token, invitation.id, token)).body.errors?.[0]?.extensions.code).toBe('CONFLICT');
     const audit = await auditOf(owner.organizationId, invitation.id);
     expect(audit).toEqual([
       { action: 'invitation.created', actor_user_id: owner.userId, credential_kind: 'jwt', detail: { email: alice.email, role: 'admin' } },
@@ -251,7 +314,7 @@ describe('the invitee', () => {
     const declined = await invite(owner.token, alice.email);
     const answer = await ok(alice.token, `mutation($id: ID!) { declineInvitation(id: $id) { ${INVITATION_FIELDS} } }`, { id: declined.id });
     expect(answer.declineInvitation).toMatchObject({ id: declined.id, status: 'declined' });
-    expect((await accept(alice.token, declined.id)).body.errors?.[0]).toMatchObject({ message: 'This invitation was declined', extensions: { code: 'CONFLICT' } });
+    expect((await acceptWithToken(alice.token, declined.id)).body.errors?.[0]).toMatchObject({ message: 'This invitation was declined', extensions: { code: 'CONFLICT' } });
     expect(await mine(alice.token)).toEqual([]);
     expect(await pending(owner.token)).toEqual([]);
     await stillOutsider();
@@ -260,7 +323,7 @@ describe('the invitee', () => {
     expect(revoked.id).not.toBe(declined.id);
     expect((await ok(owner.token, 'mutation($id: ID!) { revokeInvitation(id: $id) { id status } }', { id: revoked.id })).revokeInvitation).toEqual({ id: revoked.id, status: 'revoked' });
     expect(await mine(alice.token)).toEqual([]);
-    expect((await accept(alice.token, revoked.id)).body.errors?.[0]).toMatchObject({ message: 'This invitation was revoked', extensions: { code: 'CONFLICT' } });
+    expect((await acceptWithToken(alice.token, revoked.id)).body.errors?.[0]).toMatchObject({ message: 'This invitation was revoked', extensions: { code: 'CONFLICT' } });
     expect(await code(alice.token, 'mutation($id: ID!) { declineInvitation(id: $id) { id } }', { id: revoked.id })).toBe('CONFLICT');
     expect(await code(owner.token, 'mutation($id: ID!) { revokeInvitation(id: $id) { id } }', { id: revoked.id })).toBe('CONFLICT');
     await stillOutsider();
@@ -269,14 +332,14 @@ describe('the invitee', () => {
     await t.database.db.execute(sql`UPDATE invitations SET expires_at = now() - interval '1 second' WHERE organization_id = ${owner.organizationId} AND id = ${expired.id}`);
     expect(await mine(alice.token)).toEqual([]);
     expect(await pending(owner.token)).toEqual([]);
-    expect((await accept(alice.token, expired.id)).body.errors?.[0]).toMatchObject({ message: expect.stringMatching(/expired/), extensions: { code: 'CONFLICT' } });
+    expect((await acceptWithToken(alice.token, expired.id)).body.errors?.[0]).toMatchObject({ message: expect.stringMatching(/expired/), extensions: { code: 'CONFLICT' } });
     await stillOutsider();
 
     // Renewing revives it under the same id, for another 7 days.
     const renewed = await invite(owner.token, alice.email);
     expect(renewed.id).toBe(expired.id);
     expect(new Date(renewed.expiresAt).getTime()).toBeGreaterThan(Date.now() + 7 * DAY_MS - 60_000);
-    expect((await accept(alice.token, renewed.id)).body.data?.acceptInvitation).toMatchObject({ id: owner.organizationId, role: 'member' });
+    expect((await acceptWithToken(alice.token, renewed.id)).body.data?.acceptInvitation).toMatchObject({ id: owner.organizationId, role: 'member' });
 
     const actions = await queryRows<{ action: string }>(t.database.db, sql`SELECT action FROM audit_logs WHERE organization_id = ${owner.organizationId} AND target_type = 'invitation' ORDER BY id`);
     expect(actions.map((a) => a.action)).toEqual([
@@ -305,7 +368,7 @@ describe('the invitee', () => {
       [first.id, 'member'],
       [first.id, 'admin'],
     ]);
-    expect((await accept(alice.token, first.id)).body.data?.acceptInvitation).toMatchObject({ role: 'admin' });
+    expect((await acceptWithToken(alice.token, first.id)).body.data?.acceptInvitation).toMatchObject({ role: 'admin' });
   });
 });
 
@@ -335,7 +398,7 @@ describe('who may invite, list and revoke', () => {
     expect((await pending(owner.token)).map((i) => [i.email, i.role])).toEqual([['boss@example.com', 'owner']]);
     expect((await ok(owner.token, 'mutation($id: ID!) { revokeInvitation(id: $id) { status } }', { id: toOwner.id })).revokeInvitation.status).toBe('revoked');
 
-    // An API token acts as an admin: it invites (no inviting user), but not owners.
+    // An API token invites members (no inviting user), and nobody above that (see 'API tokens' below).
     const apiToken = (await ok(owner.token, 'mutation { createAPIToken(name: "provisioning") { token } }')).createAPIToken.token;
     const byToken = await invite(apiToken, 'from-backend@example.com', 'member');
     expect(await code(apiToken, 'mutation { addMember(email: "boss@example.com", role: "owner") { id } }')).toBe('FORBIDDEN');
@@ -369,5 +432,139 @@ describe('who may invite, list and revoke', () => {
       payload: { query: '{ invitations { id } }' },
     });
     expect(other.body).not.toContain(ofB.id);
+  });
+});
+
+describe('the accept token', () => {
+  it('refuses acceptance without the token, with another invitation\'s token, with a renewed invitation\'s old token and by another e-mail; the invitee then joins with hers', async () => {
+    const owner = await registerAndLogin(t.fastify, 'token-owner');
+    const alice = await registerAndLogin(t.fastify, 'token-alice');
+    const bob = await registerAndLogin(t.fastify, 'token-bob');
+    const toAlice = await invite(owner.token, alice.email, 'admin');
+    const toBob = await invite(owner.token, bob.email, 'member');
+    const firstToken = await tokenOf(toAlice.id);
+    const bobsToken = await tokenOf(toBob.id);
+    const unknownId = await accept(alice.token, '01JAAAAAAAAAAAAAAAAAAAAAAA', firstToken);
+    expect(unknownId.body.errors?.[0]?.extensions.code).toBe('NOT_FOUND');
+    const looksUnknown = (answer: Answer) => expect(answer.body.errors?.[0]).toEqual(unknownId.body.errors?.[0]);
+
+    // No token: the argument is required, and an empty or made-up one opens nothing.
+    const without = await gql(alice.token, 'mutation($id: ID!) { acceptInvitation(id: $id) { id } }', { id: toAlice.id });
+    expect(without.status).toBe(400);
+    expect(without.body.errors?.[0]?.extensions.code).toBe('INVALID_INPUT');
+    looksUnknown(await accept(alice.token, toAlice.id, ''));
+    looksUnknown(await accept(alice.token, toAlice.id, 'A'.repeat(43)));
+    // Another invitation's token, to the same organization.
+    looksUnknown(await accept(alice.token, toAlice.id, bobsToken));
+    // Renewing sends a new token: the old link stops working.
+    expect((await invite(owner.token, alice.email, 'admin')).id).toBe(toAlice.id);
+    const secondToken = await tokenOf(toAlice.id);
+    expect(secondToken).not.toBe(firstToken);
+    looksUnknown(await accept(alice.token, toAlice.id, firstToken));
+    // Another e-mail, holding the right token.
+    looksUnknown(await accept(bob.token, toAlice.id, secondToken));
+
+    // Nothing was used up: Alice still sees it, joins with the current token, and only then is it spent.
+    expect((await access(alice.token)).body.organizations).toHaveLength(1);
+    expect((await mine(alice.token)).map((i) => [i.id, i.status])).toEqual([[toAlice.id, 'pending']]);
+    expect((await accept(alice.token, toAlice.id, secondToken)).body.data?.acceptInvitation).toMatchObject({ id: owner.organizationId, role: 'admin' });
+    expect((await accept(alice.token, toAlice.id, secondToken)).body.errors?.[0]?.extensions.code).toBe('CONFLICT');
+    // Bob's own invitation took no harm from its token being tried elsewhere.
+    expect((await accept(bob.token, toBob.id, bobsToken)).body.data?.acceptInvitation).toMatchObject({ role: 'member' });
+    const actions = await queryRows<{ action: string }>(t.database.db, sql`SELECT action FROM audit_logs WHERE organization_id = ${owner.organizationId} AND action = 'invitation.accepted'`);
+    expect(actions).toHaveLength(2);
+  });
+
+  it('does not let whoever registers an invited address take the invitation: e-mail addresses are not verified', async () => {
+    const owner = await registerAndLogin(t.fastify, 'takeover-owner');
+    const address = `not-yet-registered-${Date.now()}@example.com`;
+    const invitation = await invite(owner.token, address, 'owner');
+    // Mallory registers the address before its owner does; she sees the invitation, as anyone with the address would.
+    const registered = await t.fastify.inject({ method: 'POST', url: '/v1/register', payload: { email: address, password: 'mallory owns this password' } });
+    expect(registered.statusCode).toBe(201);
+    const mallory = await login(t.fastify, address, 'mallory owns this password');
+    expect((await mine(mallory.token)).map((i) => [i.id, i.role])).toEqual([[invitation.id, 'owner']]);
+    // Her own invitation elsewhere gives her a real token of the right shape: it opens only that one.
+    const other = await registerAndLogin(t.fastify, 'takeover-other');
+    const hers = await invite(other.token, address, 'member');
+    for (const token of ['', 'x', await tokenOf(hers.id)]) {
+      expect((await accept(mallory.token, invitation.id, token)).body.errors?.[0]?.extensions.code, token).toBe('NOT_FOUND');
+    }
+    expect((await access(mallory.token)).body.organizations.map((o: { id: string }) => o.id)).not.toContain(owner.organizationId);
+    expect((await ok(owner.token, '{ members { role } }')).members).toEqual([{ role: 'owner' }]);
+    expect((await pending(owner.token)).map((i) => i.id)).toEqual([invitation.id]);
+  });
+
+  it('makes the invitee a member through the link the webhook delivered', async () => {
+    const owner = await registerAndLogin(t.fastify, 'link-owner');
+    const carol = await registerAndLogin(t.fastify, 'link-carol');
+    const invitation = await invite(owner.token, carol.email, 'admin');
+    await delivered(invitation.id);
+    const [event] = deliveries(invitation.id);
+    expect(event?.type).toBe('organization.member_invited');
+    // Everything the invitee needs is in the link: the page's path names the invitation, the fragment holds the token.
+    const link = new URL(event?.data.acceptUrl ?? '');
+    expect(link.origin + link.pathname).toBe(`${t.config.server.publicUrl}/invitations/${invitation.id}`);
+    const id = link.pathname.split('/').pop() ?? '';
+    const token = new URLSearchParams(link.hash.slice(1)).get('token') ?? '';
+    const joined = await accept(browser(carol), id, token);
+    expect(joined.body.errors, joined.raw).toBeUndefined();
+    expect(joined.body.data.acceptInvitation).toEqual({ id: owner.organizationId, name: invitation.organization.name, role: 'admin' });
+    expect((await access(await switchTo(carol, owner.organizationId))).body.organization).toMatchObject({ id: owner.organizationId, role: 'admin' });
+  });
+
+  it('keeps the token out of GraphQL answers, log lines, audit rows and the database', async () => {
+    const owner = await registerAndLogin(t.fastify, 'secret-owner');
+    const dave = await registerAndLogin(t.fastify, 'secret-dave');
+    const added = await gql(owner.token, `mutation($e: String!) { addMember(email: $e, role: "member") { ${INVITATION_FIELDS} } }`, { e: dave.email });
+    const id: string = added.body.data.addMember.id;
+    sendings.set(id, 1);
+    const { acceptToken, acceptUrl } = await delivered(id);
+    const answers = [
+      added.raw,
+      (await gql(owner.token, `{ invitations { ${INVITATION_FIELDS} } }`)).raw,
+      (await gql(dave.token, `{ myInvitations { ${INVITATION_FIELDS} } }`)).raw,
+      (await gql(owner.token, '{ auditLogs { nodes { action detail } } }')).raw,
+      (await accept(dave.token, id, acceptToken)).raw,
+    ];
+    const stored = await queryRows<{ text: string }>(
+      t.database.db,
+      sql`SELECT row_to_json(i)::text AS text FROM invitations i WHERE organization_id = ${owner.organizationId}
+          UNION ALL SELECT row_to_json(e)::text FROM events e WHERE organization_id = ${owner.organizationId}
+          UNION ALL SELECT row_to_json(a)::text FROM audit_logs a WHERE organization_id = ${owner.organizationId}`,
+    );
+    expect(stored.length).toBeGreaterThanOrEqual(4);
+    for (const text of [...answers, t.logs.text, ...stored.map((row) => row.text)]) {
+      expect(text).not.toContain(acceptToken);
+      expect(text).not.toContain(acceptUrl);
+    }
+    // What the invitation row keeps is the token's hash.
+    const [row] = await queryRows<{ accept_token_hash: string }>(t.database.db, sql`SELECT accept_token_hash FROM invitations WHERE organization_id = ${owner.organizationId} AND id = ${id}`);
+    expect(row?.accept_token_hash).toBe(createHash('sha256').update(acceptToken).digest('hex'));
+  });
+});
+
+describe('API tokens', () => {
+  it('invite members only: an admin or owner invitation, or a promotion, by an API token is refused', async () => {
+    const owner = await registerAndLogin(t.fastify, 'machine-owner');
+    const member = await registerAndLogin(t.fastify, 'machine-member');
+    await join(owner.token, owner.organizationId, member, 'member');
+    const apiToken = (await ok(owner.token, 'mutation { createAPIToken(name: "backend") { token } }')).createAPIToken.token;
+
+    for (const role of ['admin', 'owner']) {
+      const refused = await gql(apiToken, 'mutation($r: String!) { addMember(email: "leaked@example.com", role: $r) { id } }', { r: role });
+      expect(refused.body.errors?.[0]?.extensions.code, role).toBe('FORBIDDEN');
+    }
+    // Nor around it: inviting as a member and promoting afterwards.
+    expect(await code(apiToken, 'mutation($e: String!) { setMemberRole(email: $e, role: "admin") { role } }', { e: member.email })).toBe('FORBIDDEN');
+    expect(await pending(owner.token)).toEqual([]);
+    expect((await eventsOf(owner.organizationId)).map((e) => e.data.email)).toEqual([member.email]);
+    expect((await ok(owner.token, '{ members { user { email } role } }')).members).toContainEqual({ user: { email: member.email }, role: 'member' });
+
+    // Members, yes; and a person who is an admin still invites admins.
+    const byToken = await invite(apiToken, 'new-hire@example.com', 'member');
+    expect(byToken).toMatchObject({ role: 'member', status: 'pending' });
+    expect((await invite(owner.token, 'second-admin@example.com', 'admin')).role).toBe('admin');
+    expect((await ok(owner.token, 'mutation($e: String!) { setMemberRole(email: $e, role: "admin") { role } }', { e: member.email })).setMemberRole.role).toBe('admin');
   });
 });

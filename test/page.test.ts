@@ -8,6 +8,7 @@ import { startFakeGitHub } from './fakes/github.ts';
 import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { launchChromium, recordTraffic, type Traffic } from './helpers/browser.ts';
+import { invitationDelivery } from './helpers/invitations.ts';
 import { freePort } from './helpers/process.ts';
 import { providerEnv } from './helpers/providers.ts';
 
@@ -91,10 +92,11 @@ async function waitForNotice(page: Page, text: string): Promise<void> {
   await page.locator('#notice', { hasText: text }).waitFor(WAIT);
 }
 
-/** The fields of the answers `call` reads (login, switch, organization creation); the rest are only checked to succeed. */
+/** The fields of the answers `call` reads (login, switch, organization creation, addMember); the rest are only checked to succeed. */
 interface CallAnswer {
   accessToken: string;
   organization: { id: string };
+  data: { addMember: { id: string } };
   errors?: unknown;
 }
 
@@ -140,9 +142,20 @@ describe('the integrations page', () => {
     const html = await page.text();
     expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/i);
     expect(html).not.toMatch(/<style|\sstyle=|\son[a-z]+=/i);
+    // The invitation page, the same for every id, under the same policy.
+    const invitationPage = await fetch(`${origin}/invitations/01JAAAAAAAAAAAAAAAAAAAAAAA`);
+    expect(invitationPage.status).toBe(200);
+    expect(invitationPage.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(invitationPage.headers.get('content-security-policy')).toBe(CONTENT_SECURITY_POLICY);
+    expect(invitationPage.headers.get('referrer-policy')).toBe('no-referrer');
+    const invitationHtml = await invitationPage.text();
+    expect(invitationHtml).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/i);
+    expect(invitationHtml).not.toMatch(/<style|\sstyle=|\son[a-z]+=/i);
 
     for (const [path, type] of [
       ['/assets/app.js', 'text/javascript; charset=utf-8'],
+      ['/assets/api.js', 'text/javascript; charset=utf-8'],
+      ['/assets/invitation.js', 'text/javascript; charset=utf-8'],
       ['/assets/style.css', 'text/css; charset=utf-8'],
     ] as const) {
       const asset = await fetch(origin + path);
@@ -299,14 +312,14 @@ describe('the integrations page', () => {
     await context.close();
   }, FLOW_TIMEOUT);
 
-  it('shows an invitee her invitations to accept or decline; the organization then appears, where an admin invites and revokes', async () => {
+  it('shows an invitee her invitations to decline, accepts one through its link; the organization then appears, where an admin invites and revokes', async () => {
     const invitee = { email: 'page-invitee@example.com', password: 'another correct horse battery', name: 'Ivy Invitee' };
     await call('/v1/register', invitee);
     const acme = await ownerOrganization('Acme Team');
     const beta = await ownerOrganization('Beta Crew');
     // The owners invite through GraphQL, as a product's backend would; the e-mail's letter case does not matter.
     const query = 'mutation($e: String!, $r: String!) { addMember(email: $e, role: $r) { id } }';
-    await call('/query', { query, variables: { e: invitee.email.toUpperCase(), r: 'admin' } }, acme.token);
+    const toAcme = (await call('/query', { query, variables: { e: invitee.email.toUpperCase(), r: 'admin' } }, acme.token));
     await call('/query', { query, variables: { e: invitee.email, r: 'member' } }, beta.token);
 
     const { context, page, traffic } = await newPage();
@@ -322,20 +335,29 @@ describe('the integrations page', () => {
     await expect.poll(() => invitations.count()).toBe(2);
     expect(await page.locator('#my-invitation-list').textContent()).toContain('Acme Team invites you to join as admin.');
     expect(await page.locator('#my-invitation-list').textContent()).toContain('Beta Crew invites you to join as member.');
+    // Accepting takes the invitation's link (its token): the list says so and offers only Decline.
+    expect(await page.locator('#my-invitation-list').textContent()).toContain('To accept, open the link in the invitation e-mail.');
+    expect(await page.getByRole('button', { name: /^Accept/ }).count()).toBe(0);
 
     await page.getByRole('button', { name: 'Decline the invitation to Beta Crew' }).click();
     await waitForNotice(page, 'You declined the invitation to Beta Crew.');
     await expect.poll(() => invitations.count()).toBe(1);
 
-    // With the keyboard, as everything else on the page.
-    await page.getByRole('button', { name: 'Accept the invitation to Acme Team' }).focus();
+    // The link of the invitation's event, opened signed in: the invitation is shown at once, Accept focused for the keyboard.
+    const { acceptUrl } = await invitationDelivery(t, toAcme.data.addMember.id);
+    await page.goto(acceptUrl);
+    await page.getByText('Acme Team invites you to join as admin.').waitFor(WAIT);
+    expect(await page.evaluate('document.activeElement?.id')).toBe('accept');
     await page.keyboard.press('Enter');
     await waitForNotice(page, 'You joined Acme Team as admin.');
+    await page.getByRole('link', { name: 'Open the Tessera console' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Integrations' }).waitFor(WAIT);
+    await expect.poll(() => page.getByLabel('Organization').locator('option').count()).toBeGreaterThan(1);
     expect(await page.locator('#my-invitations').isHidden()).toBe(true);
-    expect(await page.evaluate('document.activeElement?.id')).toBe('org-select');
     const options = await page.getByLabel('Organization').locator('option').allTextContents();
     expect(options).toContain('Acme Team (admin)');
     expect(options.some((text) => text.startsWith('Beta Crew'))).toBe(false);
+    await page.getByLabel('Organization').selectOption({ label: 'Acme Team (admin)' });
     await page.getByRole('button', { name: 'Switch' }).click();
     await waitForNotice(page, 'Now working in Acme Team.');
 
@@ -361,5 +383,79 @@ describe('the integrations page', () => {
     expect(consoleErrors.filter((text) => /Content Security Policy/i.test(text))).toEqual([]);
     expect(pageErrors).toEqual([]);
     await context.close();
+  }, FLOW_TIMEOUT);
+
+  it('opens an invitation link signed out: the person signs in (or creates the account), sees the invitation and accepts it; the token reaches no URL, Referer or log', async () => {
+    const guild = await ownerOrganization('Gamma Guild');
+    const invitee = { email: 'link-invitee@example.com', password: 'a third correct horse battery', name: 'Lin Link' };
+    await call('/v1/register', invitee);
+    const query = 'mutation($e: String!, $r: String!) { addMember(email: $e, role: $r) { id } }';
+    const invitationId = (await call('/query', { query, variables: { e: invitee.email, r: 'member' } }, guild.token)).data.addMember.id;
+    const { acceptUrl, acceptToken } = await invitationDelivery(t, invitationId);
+    expect(acceptUrl).toBe(`${origin}/invitations/${invitationId}#token=${acceptToken}`);
+
+    const { context, page } = await newPage();
+    const pageErrors: string[] = [];
+    const consoleErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
+    const sent: { url: string; referer: string; body: string }[] = [];
+    context.on('request', (request) => sent.push({ url: request.url(), referer: request.headers().referer ?? '', body: request.postData() ?? '' }));
+
+    // A link cut short says so, in words.
+    await page.goto(`${origin}/invitations/${invitationId}`);
+    await page.locator('#problem', { hasText: 'This invitation link is incomplete.' }).waitFor(WAIT);
+
+    await page.goto(acceptUrl);
+    await page.getByRole('heading', { name: 'Sign in to answer the invitation' }).waitFor(WAIT);
+    await page.getByLabel('E-mail', { exact: true }).fill(invitee.email);
+    await page.getByLabel('Password').fill('not the password at all');
+    await page.keyboard.press('Enter');
+    await page.locator('#problem', { hasText: 'The e-mail or password is not right. Try again.' }).waitFor(WAIT);
+    await page.getByLabel('Password').fill(invitee.password);
+    await page.keyboard.press('Enter');
+    await page.getByText('Gamma Guild invites you to join as member.').waitFor(WAIT);
+    expect(await page.locator('#who').textContent()).toBe(`Signed in as ${invitee.email}`);
+    await page.getByRole('button', { name: 'Accept' }).click();
+    await waitForNotice(page, 'You joined Gamma Guild as member.');
+    // Spent, the token leaves the address bar too.
+    expect(page.url()).toBe(`${origin}/invitations/${invitationId}`);
+    await page.getByRole('link', { name: 'Open the Tessera console' }).waitFor(WAIT);
+
+    const { accessToken } = await call('/v1/login', { email: invitee.email, password: invitee.password });
+    const access = await fetch(`${origin}/v1/account/access`, { headers: { authorization: `Bearer ${accessToken}` } });
+    expect(((await access.json()) as { organizations: unknown[] }).organizations).toContainEqual({ id: guild.id, name: 'Gamma Guild', role: 'member' });
+
+    // The token left the browser once, in the body of the acceptance, never in an address or a Referer; the server logged none.
+    expect(sent.filter((request) => request.body.includes(acceptToken)).map((request) => new URL(request.url).pathname)).toEqual(['/query']);
+    for (const request of sent) {
+      expect(request.url).not.toContain(acceptToken);
+      expect(request.referer).not.toContain(acceptToken);
+    }
+    expect(t.logs.text).not.toContain(acceptToken);
+    expect(consoleErrors.filter((text) => /Content Security Policy/i.test(text))).toEqual([]);
+    expect(pageErrors).toEqual([]);
+    await context.close();
+
+    // Someone invited before having an account creates it on the same page.
+    const newcomer = 'link-newcomer@example.com';
+    const secondId = (await call('/query', { query, variables: { e: newcomer, r: 'admin' } }, guild.token)).data.addMember.id;
+    const second = await newPage();
+    await second.page.goto((await invitationDelivery(t, secondId)).acceptUrl);
+    await second.page.getByRole('button', { name: 'No account yet? Create one' }).click();
+    await second.page.getByRole('heading', { name: 'Create your account to answer the invitation' }).waitFor(WAIT);
+    await second.page.getByLabel('Your name').fill('Nia Newcomer');
+    await second.page.getByLabel('E-mail', { exact: true }).fill(newcomer);
+    await second.page.getByLabel('Password').fill('short');
+    await second.page.getByRole('button', { name: 'Create account' }).click();
+    await second.page.locator('#problem', { hasText: 'Enter an e-mail address and a password of 12 to 256 characters.' }).waitFor(WAIT);
+    await second.page.getByLabel('Password').fill('a newcomer long enough password');
+    await second.page.getByRole('button', { name: 'Create account' }).click();
+    await second.page.getByText('Gamma Guild invites you to join as admin.').waitFor(WAIT);
+    await second.page.getByRole('button', { name: 'Accept' }).click();
+    await waitForNotice(second.page, 'You joined Gamma Guild as admin.');
+    await second.context.close();
   }, FLOW_TIMEOUT);
 });

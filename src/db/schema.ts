@@ -78,6 +78,11 @@ export const invitations = pgTable(
     status: text('status').$type<InvitationStatus>().notNull().default('pending'),
     /** The inviting user (null for an API token); renewing names the renewer. */
     invitedBy: text('invited_by'),
+    /**
+     * SHA-256 of the single-use secret that accepting needs (the e-mail alone proves nothing:
+     * addresses are not verified). Each sending replaces it; null only on rows from before it existed.
+     */
+    acceptTokenHash: text('accept_token_hash'),
     expiresAt: time('expires_at').notNull(),
     /** When it was accepted, declined or revoked. */
     respondedAt: time('responded_at'),
@@ -190,6 +195,11 @@ export const events = pgTable(
     id: text('id').notNull(),
     type: text('type').notNull(),
     data: jsonb('data').$type<Record<string, unknown>>().notNull(),
+    /**
+     * Fields of `data` that are secrets (an invitation's accept token), sealed under the keyring
+     * (`keyId` and envelope as JSON) and opened only to deliver: the table never holds them readable.
+     */
+    sealed: jsonb('sealed').$type<{ keyId: string; envelope: string }>(),
     occurredAt: time('occurred_at').notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.organizationId, t.id] })],

@@ -1,7 +1,9 @@
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import type { BaseLogger } from 'pino';
+import type { Keyring } from '../config/load.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
-import { type WebhookSettings, webhookId, webhookIds } from './outbox.ts';
+import type { Sealed } from '../secrets/crypto.ts';
+import { deliveredData, type WebhookSettings, webhookId, webhookIds } from './outbox.ts';
 
 export interface Dispatcher {
   /** Starts the poll timer and runs a first round (the backlog of a previous run). */
@@ -34,6 +36,8 @@ export interface DispatcherOptions {
   onDelivered?: (lagMs: number, webhookId: string) => void;
   /** Milliseconds since the epoch, for `webhook-timestamp` (tests move it). */
   clock?: () => number;
+  /** Opens events' sealed fields (the outbox's `secretData`) for their delivery. */
+  keyring?: Keyring;
 }
 
 interface Claimed {
@@ -43,6 +47,7 @@ interface Claimed {
   attempts: number;
   type: string;
   data: Record<string, unknown>;
+  sealed: Sealed | null;
   occurred_at: string;
 }
 
@@ -133,7 +138,15 @@ class WebhookDispatcher implements Dispatcher {
       rows.map(async (row) => {
         try {
           const hook = this.webhooks.get(row.webhook_id) as Webhook;
-          await this.record(row, await deliver(row, hook, { timeoutMs: this.timeoutMs, fetch: this.options.fetch ?? fetch, clock: this.options.clock ?? Date.now }));
+          let data: Record<string, unknown>;
+          try {
+            data = deliveredData(this.options.keyring, { organizationId: row.organization_id, id: row.event_id, data: row.data, sealed: row.sealed });
+          } catch {
+            // Sealed under a key no longer in ENCRYPTION_KEYS: retried (the key may come back) until the delivery gives up.
+            await this.record(row, { delivered: false, error: 'sealed event fields did not open' });
+            return;
+          }
+          await this.record(row, await deliver(row, data, hook, { timeoutMs: this.timeoutMs, fetch: this.options.fetch ?? fetch, clock: this.options.clock ?? Date.now }));
         } catch (error) {
           // The claim lapses after the lease and the delivery is tried again.
           this.logger.error({ eventId: row.event_id, webhookId: row.webhook_id, err: error }, 'recording a webhook delivery failed');
@@ -179,7 +192,7 @@ class WebhookDispatcher implements Dispatcher {
           WHERE d.organization_id = due.organization_id AND d.event_id = due.event_id AND d.webhook_id = due.webhook_id
           RETURNING d.organization_id, d.event_id, d.webhook_id, d.attempts
         )
-        SELECT c.organization_id, c.event_id, c.webhook_id, c.attempts, e.type, e.data,
+        SELECT c.organization_id, c.event_id, c.webhook_id, c.attempts, e.type, e.data, e.sealed,
           to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at
         FROM claimed AS c
         JOIN events AS e ON e.organization_id = c.organization_id AND e.id = c.event_id
@@ -217,8 +230,8 @@ class WebhookDispatcher implements Dispatcher {
 }
 
 /** One signed POST of an event to a webhook (Standard Webhooks): 2xx is delivered, anything else (a redirect included) is not. */
-async function deliver(row: Claimed, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }): Promise<Outcome> {
-  const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data });
+async function deliver(row: Claimed, data: Record<string, unknown>, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }): Promise<Outcome> {
+  const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data });
   const timestamp = Math.floor(options.clock() / 1000).toString();
   const signature = createHmac('sha256', hook.key).update(`${row.event_id}.${timestamp}.${body}`).digest('base64');
   try {

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import type { Keyring } from '../config/load.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { type Db, sql } from '../db/client.ts';
+import { open, type Sealed, type SecretBinding, seal } from '../secrets/crypto.ts';
 
 export type EventType =
   | 'organization.created'
@@ -11,12 +13,28 @@ export type EventType =
 
 /**
  * An event to record. `data` is delivered to every webhook with `organizationId` and the
- * organization's `externalId` added: it must never hold a secret.
+ * organization's `externalId` added: it must never hold a secret. `secretData` is for the rare
+ * secret an event exists to carry (an invitation's accept token): sealed in the row under the
+ * keyring, and merged into `data` only in the delivered body.
  */
 export interface NewEvent {
   organizationId: string;
   type: EventType;
   data: Record<string, unknown>;
+  secretData?: Record<string, string>;
+}
+
+/** What sealed event fields are bound to: another event's row does not open them. */
+function eventBinding(organizationId: string, eventId: string): SecretBinding {
+  return { organizationId, recordId: eventId, name: 'event.data' };
+}
+
+/** The event's delivered `data`: its stored fields and, opened, its sealed ones (throws SecretDecryptionError). */
+export function deliveredData(keyring: Keyring | undefined, event: { organizationId: string; id: string; data: Record<string, unknown>; sealed: Sealed | null }): Record<string, unknown> {
+  if (!event.sealed) return event.data;
+  if (!keyring) throw new Error('an event with sealed fields needs the keyring to be delivered');
+  const secrets = JSON.parse(open(keyring, eventBinding(event.organizationId, event.id), event.sealed)) as Record<string, string>;
+  return { ...event.data, ...secrets };
 }
 
 export interface WebhookSettings {
@@ -44,10 +62,10 @@ export function webhookIds(webhooks: readonly WebhookSettings[]): string[] {
   return [...new Set(webhooks.map((hook) => webhookId(hook.url)))];
 }
 
-/** The transactional outbox: events commit or roll back with the change they describe. */
-export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wake: () => void }): Outbox {
+/** The transactional outbox: events commit or roll back with the change they describe. `keyring` seals `secretData`. */
+export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wake: () => void; keyring?: Keyring }): Outbox {
   const ids = webhookIds(options.webhooks);
-  const wake = options.wake;
+  const { wake, keyring } = options;
   return {
     async emit(tx, afterCommit, event) {
       const id = `evt_${ulid()}`;
@@ -57,8 +75,13 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
       // …and its external id (the product's key for the customer), read in the same statement; an
       // event that names one itself (an organization being deleted) keeps its own.
       const value = sql`jsonb_build_object('organizationId', ${event.organizationId}::text, 'externalId', (SELECT external_id FROM organizations WHERE id = ${event.organizationId})) || ${data}::jsonb`;
+      let sealed: string | null = null;
+      if (event.secretData) {
+        if (!keyring) throw new Error('an event with secret fields needs an outbox with the keyring');
+        sealed = JSON.stringify(seal(keyring, eventBinding(event.organizationId, id), JSON.stringify(event.secretData)));
+      }
       if (ids.length === 0) {
-        await tx.execute(sql`INSERT INTO events (organization_id, id, type, data) VALUES (${event.organizationId}, ${id}, ${event.type}, ${value})`);
+        await tx.execute(sql`INSERT INTO events (organization_id, id, type, data, sealed) VALUES (${event.organizationId}, ${id}, ${event.type}, ${value}, ${sealed}::jsonb)`);
         return id;
       }
       // One statement: emitting sits on request paths, where each round-trip counts.
@@ -68,8 +91,8 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
       );
       await tx.execute(sql`
         WITH event AS (
-          INSERT INTO events (organization_id, id, type, data)
-          VALUES (${event.organizationId}, ${id}, ${event.type}, ${value})
+          INSERT INTO events (organization_id, id, type, data, sealed)
+          VALUES (${event.organizationId}, ${id}, ${event.type}, ${value}, ${sealed}::jsonb)
           RETURNING organization_id, id
         )
         INSERT INTO event_deliveries (organization_id, event_id, webhook_id)

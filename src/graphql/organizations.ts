@@ -190,15 +190,23 @@ export function organizationMutations(t: MutationFields, { OrganizationRef, Memb
     }),
     addMember: t.field({
       type: InvitationRef,
-      description: 'Invites an e-mail address (or renews its pending invitation); the person becomes a member only by accepting',
+      description:
+        'Invites an e-mail address (or renews its pending invitation, with a new token); the person becomes a member only by accepting with the token that organization.member_invited carries. API tokens invite members only',
       args: { email: t.arg.string({ required: true }), role: t.arg.string({ required: true }) },
-      resolve: async (_root, args, ctx) => inviteMember(await workOf(ctx), { organizationId: principalOf(ctx).organizationId, email: args.email, role: asRole(args.role) }),
+      resolve: async (_root, args, ctx) =>
+        inviteMember(await workOf(ctx), {
+          organizationId: principalOf(ctx).organizationId,
+          email: args.email,
+          role: asRole(args.role),
+          publicUrl: ctx.services.config.server.publicUrl,
+        }),
     }),
     acceptInvitation: t.field({
       type: OrganizationRef,
-      description: "Accepts one of myInvitations (a signed-in session of the invitee): returns the organization joined",
-      args: { id: t.arg.id({ required: true }) },
-      resolve: async (_root, args, ctx) => acceptInvitation(await workOf(ctx), { id: String(args.id) }),
+      description:
+        "Accepts one of myInvitations (a signed-in session of the invitee) with its token, the acceptToken of the organization.member_invited event: returns the organization joined",
+      args: { id: t.arg.id({ required: true }), token: t.arg.string({ required: true }) },
+      resolve: async (_root, args, ctx) => acceptInvitation(await workOf(ctx), { id: String(args.id), token: args.token }),
     }),
     declineInvitation: t.field({
       type: InvitationRef,

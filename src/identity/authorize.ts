@@ -25,6 +25,21 @@ export function requireRole(principal: Principal | null, organizationId: string,
   return principal;
 }
 
+/**
+ * The caller, if it may give a person `role` in `organizationId` — by inviting or by changing a
+ * member's role: owners and admins may; only an owner gives `owner`; an API token gives `member`
+ * only, so a leaked machine credential cannot make a lasting human admin. Service tokens (§5d)
+ * will give any role: their case belongs here, beside the API token's.
+ */
+export function requireGrantor(principal: Principal | null, organizationId: string, role: Role): Principal {
+  const actor = requireRole(principal, organizationId, 'admin');
+  if (actor.kind === 'api_token' && role !== 'member') {
+    throw new AppError('FORBIDDEN', { message: 'An API token can give the member role only; an owner or admin gives the admin role' });
+  }
+  if (role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can grant the owner role' });
+  return actor;
+}
+
 /** The caller, if it is a user (not an API token). */
 export function requireUser(principal: Principal | null): Principal & { userId: string } {
   if (!principal) throw new AppError('UNAUTHENTICATED');

@@ -1,8 +1,12 @@
 /**
- * Membership by invitation (CONTRACT.md §3): an owner or admin invites an e-mail address,
- * and only the person signed in with that account e-mail can accept. Inviting answers the
- * same whether or not the address has an account, so it can tell nobody who is registered.
+ * Membership by invitation (CONTRACT.md §3): an owner or admin invites an e-mail address, and
+ * only the person signed in with that account e-mail, holding the invitation's single-use
+ * token, can accept. E-mail addresses are not verified, so the address alone proves nothing:
+ * the token travels only in the `organization.member_invited` event, for the product to send
+ * to that address. Inviting answers the same whether or not the address has an account, so it
+ * can tell nobody who is registered.
  */
+import { timingSafeEqual } from 'node:crypto';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { and, asc, desc, eq, gt, sql } from 'drizzle-orm';
 import { recordAudit } from '../audit/audit.ts';
@@ -11,8 +15,9 @@ import { type InvitationStatus, invitations, organizations, users } from '../db/
 import type { Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
-import { requireRole, requireSessionUser, requireUser } from '../identity/authorize.ts';
-import { newId as ulid } from '../lib/ids.ts';
+import { requireGrantor, requireRole, requireSessionUser, requireUser } from '../identity/authorize.ts';
+import { hashToken } from '../identity/credentials.ts';
+import { newSecret, SECRET, newId as ulid } from '../lib/ids.ts';
 import { addMembership, membershipOf, normalizeEmail, type OrganizationRef, type OrganizationWithRole } from './organizations.ts';
 
 /** How long an invitation stays open: 7 days from its (last) sending. */
@@ -73,19 +78,26 @@ function checkedEmail(email: string): string {
   return trimmed;
 }
 
+/** The console page that accepts: the token in the fragment, so it reaches no server log and no `Referer`. */
+function acceptUrl(publicUrl: string, id: string, token: string): string {
+  return `${publicUrl.replace(/\/+$/, '')}/invitations/${encodeURIComponent(id)}#token=${token}`;
+}
+
 /**
  * Invites `email` to the organization with `role`, or renews the pending invitation of that
- * address (same id, the new role, a fresh 7 days), and queues `organization.member_invited`.
- * Owners and admins invite; only owners invite owners or change an owner invitation. The
- * answer and the statements run are the same whether or not the address has an account.
+ * address (same id, the new role, a fresh 7 days, a new token: the old one stops working),
+ * and queues `organization.member_invited` — the only place the token ever appears, with
+ * `acceptUrl`, the console page under `publicUrl` that takes it. Who may give which role is
+ * `requireGrantor`'s rule. The answer and the statements run are the same whether or not the
+ * address has an account.
  */
-export async function inviteMember(work: UnitOfWork, input: { organizationId: string; email: string; role: Role }): Promise<Invitation> {
+export async function inviteMember(work: UnitOfWork, input: { organizationId: string; email: string; role: Role; publicUrl: string }): Promise<Invitation> {
   const { organizationId, role } = input;
-  const actor = requireRole(work.actor.principal, organizationId, 'admin');
+  const actor = requireGrantor(work.actor.principal, organizationId, role);
   const isOwner = actor.role === 'owner';
-  if (role === 'owner' && !isOwner) throw new AppError('FORBIDDEN', { message: 'Only owners can invite owners' });
   const address = checkedEmail(input.email);
   const normalized = normalizeEmail(address);
+  const acceptToken = newSecret();
 
   // Members are already listed to whoever may invite (`members`): saying so reveals nothing new.
   const [member] = await queryRows<{ found: number }>(
@@ -99,10 +111,11 @@ export async function inviteMember(work: UnitOfWork, input: { organizationId: st
     work.db,
     sql`
       WITH invitation AS (
-        INSERT INTO invitations AS i (organization_id, id, email, email_normalized, role, invited_by, expires_at)
-        VALUES (${organizationId}, ${ulid()}, ${address}, ${normalized}, ${role}, ${actor.userId}, now() + make_interval(secs => ${INVITATION_TTL_SECONDS}))
+        INSERT INTO invitations AS i (organization_id, id, email, email_normalized, role, invited_by, accept_token_hash, expires_at)
+        VALUES (${organizationId}, ${ulid()}, ${address}, ${normalized}, ${role}, ${actor.userId}, ${hashToken(acceptToken)}, now() + make_interval(secs => ${INVITATION_TTL_SECONDS}))
         ON CONFLICT (organization_id, email_normalized) WHERE status = 'pending'
-        DO UPDATE SET email = excluded.email, role = excluded.role, invited_by = excluded.invited_by, expires_at = excluded.expires_at, updated_at = now()
+        DO UPDATE SET email = excluded.email, role = excluded.role, invited_by = excluded.invited_by, accept_token_hash = excluded.accept_token_hash,
+          expires_at = excluded.expires_at, updated_at = now()
           WHERE i.role <> 'owner' OR ${isOwner}
         RETURNING i.id, i.email, i.role, i.expires_at, (i.xmax = 0) AS created
       )
@@ -123,10 +136,15 @@ export async function inviteMember(work: UnitOfWork, input: { organizationId: st
     organizationId,
     type: 'organization.member_invited',
     data: {
+      invitationId: invitation.id,
+      email: invitation.email,
+      role: invitation.role,
       invitation: { id: invitation.id, email: invitation.email, role: invitation.role, expiresAt: invitation.expiresAt.toISOString() },
       organization: invitation.organization,
       invitedBy: actor.userId,
     },
+    // Sealed in the outbox row, opened only to deliver: the token is stored nowhere readable.
+    secretData: { acceptToken, acceptUrl: acceptUrl(input.publicUrl, invitation.id, acceptToken) },
   });
   await recordAudit(work.db, work.actor, {
     organizationId,
@@ -168,10 +186,12 @@ export async function myInvitations(work: Work): Promise<Invitation[]> {
   return rows.map(invitationOf);
 }
 
+type InviteeRow = InvitationRow & { expired: boolean; acceptTokenHash: string | null };
+
 /** Invitation `id` if it is addressed to `userId`'s account e-mail, locked for the answer; else null. */
-async function inviteeInvitation(db: Db, userId: string, id: string): Promise<(InvitationRow & { organizationId: string; expired: boolean }) | null> {
+async function inviteeInvitation(db: Db, userId: string, id: string): Promise<InviteeRow | null> {
   const [row] = await db
-    .select({ ...invitationColumns, expired: sql<boolean>`${invitations.expiresAt} <= now()` })
+    .select({ ...invitationColumns, acceptTokenHash: invitations.acceptTokenHash, expired: sql<boolean>`${invitations.expiresAt} <= now()` })
     .from(users)
     .innerJoin(invitations, and(eq(invitations.emailNormalized, users.emailNormalized), eq(invitations.id, id)))
     .innerJoin(organizations, eq(organizations.id, invitations.organizationId))
@@ -180,18 +200,33 @@ async function inviteeInvitation(db: Db, userId: string, id: string): Promise<(I
   return row ?? null;
 }
 
+/** Whether `token` is the one whose hash is `stored`, compared in constant time. */
+function tokenMatches(token: string, stored: string | null): boolean {
+  if (!SECRET.test(token) || stored === null) return false;
+  const given = Buffer.from(hashToken(token), 'hex');
+  const expected = Buffer.from(stored, 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
 const ANSWERED: Record<Exclude<InvitationStatus, 'pending'>, string> = {
   accepted: 'This invitation was already accepted',
   declined: 'This invitation was declined',
   revoked: 'This invitation was revoked',
 };
 
-/** The caller's own open invitation `id`: needs their signed-in session; anyone else's is not found. */
-async function openInvitationOfCaller(work: Work, id: string): Promise<{ userId: string; row: InvitationRow }> {
+/**
+ * The caller's own open invitation `id`: needs their signed-in session, and, to accept, its
+ * token. Someone else's invitation and a token that does not match get the answer of an
+ * unknown id, before anything about its state: without the token nobody learns it exists.
+ */
+async function openInvitationOfCaller(work: Work, id: string, token?: string): Promise<{ userId: string; row: InvitationRow }> {
   const user = requireSessionUser(work.actor.principal);
   const row = await inviteeInvitation(work.db, user.userId, id);
-  // Someone else's invitation gets the answer of an unknown id: its existence stays hidden.
-  if (!row) throw new AppError('NOT_FOUND', { message: 'No such invitation' });
+  if (token === undefined) {
+    if (!row) throw new AppError('NOT_FOUND', { message: 'No such invitation' });
+  } else if (!row || !tokenMatches(token, row.acceptTokenHash)) {
+    throw new AppError('NOT_FOUND', { message: 'No such invitation, or its token does not match' });
+  }
   if (row.status !== 'pending') throw new AppError('CONFLICT', { message: ANSWERED[row.status] });
   if (row.expired) throw new AppError('CONFLICT', { message: 'This invitation has expired; ask for a new one' });
   return { userId: user.userId, row };
@@ -204,9 +239,9 @@ async function markAnswered(db: Db, organizationId: string, id: string, status: 
     .where(and(eq(invitations.organizationId, organizationId), eq(invitations.id, id)));
 }
 
-/** Accepts the caller's open invitation: they become a member with its role. */
-export async function acceptInvitation(work: Work, input: { id: string }): Promise<OrganizationWithRole> {
-  const { userId, row } = await openInvitationOfCaller(work, input.id);
+/** Accepts the caller's open invitation with its token: they become a member with its role. */
+export async function acceptInvitation(work: Work, input: { id: string; token: string }): Promise<OrganizationWithRole> {
+  const { userId, row } = await openInvitationOfCaller(work, input.id, input.token);
   if (!(await addMembership(work.db, row.organizationId, userId, row.role))) {
     throw new AppError('CONFLICT', { message: 'You are already a member of this organization' });
   }
@@ -217,7 +252,7 @@ export async function acceptInvitation(work: Work, input: { id: string }): Promi
   return joined;
 }
 
-/** Declines the caller's open invitation. */
+/** Declines the caller's open invitation; no token needed (decision 111): it grants nothing. */
 export async function declineInvitation(work: Work, input: { id: string }): Promise<Invitation> {
   const { row } = await openInvitationOfCaller(work, input.id);
   await markAnswered(work.db, row.organizationId, row.id, 'declined');

@@ -6,7 +6,7 @@ import { memberships, organizations, users } from '../db/schema.ts';
 import type { Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
-import { requireRole } from '../identity/authorize.ts';
+import { requireGrantor, requireRole } from '../identity/authorize.ts';
 
 export interface OrganizationRef {
   id: string;
@@ -153,15 +153,13 @@ export async function addMembership(db: Db, organizationId: string, userId: stri
   return added.length > 0;
 }
 
-/** Changes a member's role; owners only touch owners, and the last owner stays an owner. */
+/** Changes a member's role; owners only touch owners, API tokens give no role above member, and the last owner stays an owner. */
 export async function setMemberRole(work: Work, input: { organizationId: string; email: string; role: Role }): Promise<Member> {
   const { organizationId, role } = input;
-  const actor = requireRole(work.actor.principal, organizationId, 'admin');
+  const actor = requireGrantor(work.actor.principal, organizationId, role);
   const current = await memberByEmail(work.db, organizationId, input.email);
   const user = current.user;
-  if ((current.role === 'owner' || role === 'owner') && actor.role !== 'owner') {
-    throw new AppError('FORBIDDEN', { message: 'Only owners can grant or change the owner role' });
-  }
+  if (current.role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can grant or change the owner role' });
   if (current.role === 'owner' && role !== 'owner') await assertNotLastOwner(work.db, organizationId);
   await work.db
     .update(memberships)

@@ -4,6 +4,8 @@
 // sessions, and Refresh from a cookie session answers without one (docs/decisions.md 39).
 // Invitations go through GraphQL (POST /query), with the same cookie and CSRF header.
 
+import { ApiError, api, graphql } from './api.js';
+
 const STATUS_LABELS = { connected: 'Connected', warning: 'Warning', expired: 'Expired', invalid: 'Invalid' };
 const ERROR_CODE = /^[A-Z][A-Z_]{1,49}$/;
 const ROLE_NAMES = { owner: 'owner', admin: 'admin', member: 'member' };
@@ -62,82 +64,6 @@ const state = {
   /** Bumped by every load: answers of an older load are dropped. */
   generation: 0,
 };
-
-class ApiError extends Error {
-  constructor(status, code, message, extra = {}) {
-    super(message);
-    this.status = status;
-    this.code = code;
-    this.retryAfter = extra.retryAfter ?? null;
-    this.requestId = extra.requestId ?? null;
-  }
-}
-
-// ---------------------------------------------------------------- API
-
-function readCookie(name) {
-  for (const part of document.cookie.split(';')) {
-    const [key, ...rest] = part.trim().split('=');
-    if (key === name) return decodeURIComponent(rest.join('='));
-  }
-  return '';
-}
-
-async function csrfToken() {
-  const fromCookie = readCookie('csrf_token');
-  if (fromCookie) return fromCookie;
-  // The cookie can be gone while the session lives on (cleared by hand, other tab): ask for it.
-  const answer = await api('GET', '/v1/csrf');
-  return answer.csrf;
-}
-
-/** One JSON API call; throws ApiError with the server's code and words. */
-async function api(method, path, body, { csrf = true } = {}) {
-  const headers = { accept: 'application/json' };
-  const unsafe = method !== 'GET' && method !== 'HEAD';
-  if (unsafe) {
-    headers['content-type'] = 'application/json';
-    if (csrf) headers['x-csrf-token'] = await csrfToken();
-  }
-  let response;
-  try {
-    response = await fetch(path, {
-      method,
-      headers,
-      credentials: 'same-origin',
-      cache: 'no-store',
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-  } catch {
-    throw new ApiError(0, 'NETWORK', 'Tessera could not be reached. Check the connection and try again.');
-  }
-  let data = null;
-  try {
-    data = await response.json();
-  } catch {
-    data = null;
-  }
-  if (!response.ok || data === null || data.success === false) {
-    throw new ApiError(
-      response.status,
-      typeof data?.code === 'string' ? data.code : 'UNKNOWN',
-      typeof data?.error === 'string' ? data.error : `Tessera answered HTTP ${response.status}.`,
-      { retryAfter: response.headers.get('retry-after'), requestId: data?.requestId ?? response.headers.get('x-request-id') },
-    );
-  }
-  return data;
-}
-
-/** One GraphQL operation; a GraphQL error becomes an ApiError with the contract's code and the server's words. */
-async function graphql(query, variables = {}) {
-  const answer = await api('POST', '/query', { query, variables });
-  const error = Array.isArray(answer.errors) ? answer.errors[0] : null;
-  if (error) {
-    const code = typeof error.extensions?.code === 'string' ? error.extensions.code : 'UNKNOWN';
-    throw new ApiError(200, code, typeof error.message === 'string' ? error.message : 'Something went wrong.');
-  }
-  return answer.data;
-}
 
 // ---------------------------------------------------------------- words
 
@@ -455,12 +381,9 @@ function myInvitationItem(invitation) {
     { class: 'invitation' },
     h('p', { class: 'invitation-text' }, h('strong', { text: organization }), ` invites you to join as ${roleName(invitation.role)}.`),
     h('p', { class: 'muted' }, 'Open until ', h('time', { datetime: invitation.expiresAt, text: formatTime(invitation.expiresAt) }), '.'),
-    h(
-      'div',
-      { class: 'actions' },
-      actionButton('Accept', ` the invitation to ${organization}`, `accept:${invitation.id}`, (button) => acceptInvitation(invitation, button), { primary: true }),
-      actionButton('Decline', ` the invitation to ${organization}`, `decline:${invitation.id}`, (button) => declineInvitation(invitation, button)),
-    ),
+    // Accepting needs the invitation's link (its token), which only the invitation's e-mail carries.
+    h('p', { class: 'note' }, 'To accept, open the link in the invitation e-mail.'),
+    h('div', { class: 'actions' }, actionButton('Decline', ` the invitation to ${organization}`, `decline:${invitation.id}`, (button) => declineInvitation(invitation, button))),
   );
 }
 
@@ -645,20 +568,6 @@ function deleteIntegration(integration, button) {
     await loadAll();
     say(`${answer.message}.`);
     ui.integrationsTitle.focus();
-  });
-}
-
-function acceptInvitation(invitation, button) {
-  return run(button, undefined, async () => {
-    clearMessages();
-    const { acceptInvitation: joined } = await graphql(`mutation($id: ID!) { acceptInvitation(id: $id) { id name role } }`, { id: invitation.id });
-    await loadAll();
-    say(`You joined ${joined.name} as ${roleName(joined.role)}. Choose it under Organization to work there.`);
-    // The organization is in the switcher now: preselected, one press of Switch away.
-    if (!ui.orgForm.hidden) {
-      ui.orgSelect.value = joined.id;
-      ui.orgSelect.focus();
-    }
   });
 }
 

@@ -1,0 +1,2 @@
+ALTER TABLE "events" ADD COLUMN "sealed" jsonb;--> statement-breakpoint
+ALTER TABLE "invitations" ADD COLUMN "accept_token_hash" text;
