@@ -96,6 +96,7 @@ export async function storeConnection(
       ...(session ? { sessionId: session.id } : {}),
     },
   });
-  if (before && previous) revokeAfterCommit(services, work.afterCommit, { integrationId: after.id, provider, metadata: before.metadata, secrets: previous }, 'account replaced');
+  // Never the grant just stored: a provider may hand the same token out again.
+  if (before && previous && previous.access_token !== tokens.accessToken) revokeAfterCommit(services, work.afterCommit, { integrationId: after.id, provider, metadata: before.metadata, secrets: previous }, 'account replaced');
   return { integration: { id: after.id, name: after.name, provider: provider.id }, displayName: provider.displayName };
 }
