@@ -1038,6 +1038,8 @@ describe('OpenAPI conformance', () => {
     await call('connect session status', 'GET', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('revoke connect session', 'DELETE', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('delete integration', 'DELETE', `/v1/integrations/${slackId}`, 200, auth);
+    await call("list an end user's integrations", 'GET', '/v1/integrations?provider=github&endUser=walker', 200, auth);
+    await call("delete an end user's integrations", 'DELETE', '/v1/integrations?endUser=walker', 200, auth);
 
     // Documented errors.
     await call('401', 'GET', '/v1/integrations', 401);

@@ -70,6 +70,8 @@ describe('token reads', () => {
       token: { accessToken: token?.accessToken, tokenType: 'Bearer', expiresAt: expect.any(String), scopes: ['read:user', 'user:email', 'repo'] },
       // Provider-defined metadata (CONTRACT.md §5): GitHub keeps none.
       metadata: {},
+      // The organization's own integration (CONTRACT.md §5d).
+      endUser: null,
     });
     const audit = await listAudit(t.database.db, c.account.organizationId, { first: 5 });
     expect(audit[0]).toMatchObject({
@@ -271,7 +273,7 @@ describe('token reads', () => {
     const sessionId = JSON.parse(Buffer.from(c.account.token.split('.')[1] ?? '', 'base64url').toString()).sid;
     const credential = { kind: 'jwt' as const, sessionId, userId: c.account.userId, organizationId: c.account.organizationId };
     const read = (requestId: string) =>
-      t.app.services.lifecycle.reads.loadForUseAs(credential, 'github', ['owner', 'admin'], { action: 'integration.token_read', requestId }).then(
+      t.app.services.lifecycle.reads.loadForUseAs(credential, 'github', null, ['owner', 'admin'], { action: 'integration.token_read', requestId }).then(
         (use) => use.loaded?.secrets.access_token,
         () => 'refused',
       );
@@ -352,7 +354,7 @@ describe('refresh', () => {
 
   it('uses the winner’s result when the refresh token changed meanwhile (another refresh won)', async () => {
     const c = await connected(slack);
-    const before = await loadByProvider(t.app.services, c.account.organizationId, 'slack');
+    const before = await loadByProvider(t.app.services, c.account.organizationId, 'slack', null);
     // Tessera's refresh reaches the provider slowly; meanwhile another instance rotates with the same
     // refresh token and stores its result, bypassing the lease (as if that instance's lease had lapsed).
     slack.latencyMs = 1000;
@@ -386,10 +388,10 @@ describe('refresh', () => {
     try {
       const account = await registerAndLogin(app.fastify, 'keeper');
       await connect(app.fastify, account.token, noRotation, 'keeper');
-      const current = await loadByProvider(app.app.services, account.organizationId, 'github');
+      const current = await loadByProvider(app.app.services, account.organizationId, 'github', null);
       const stored = await storeRotated(app.app.services, current, { accessToken: 'ghu_new_access_without_refresh_000000', scopes: [], tokenType: 'bearer', expiresIn: 100 }, { principal: null, requestId: null });
       expect(stored?.secrets.refresh_token).toBe(current.secrets.refresh_token);
-      const reread = await loadByProvider(app.app.services, account.organizationId, 'github');
+      const reread = await loadByProvider(app.app.services, account.organizationId, 'github', null);
       expect(reread.secrets.refresh_token).toBe(current.secrets.refresh_token);
       expect(reread.secrets.access_token).toBe('ghu_new_access_without_refresh_000000');
     } finally {

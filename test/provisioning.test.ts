@@ -249,7 +249,8 @@ describe('the provisioning script of docs/embedding.md', () => {
       const { integrations } = (await list.json()) as { integrations: unknown[] };
       expect(integrations).toHaveLength(1);
       expect(integrations[0]).toMatchObject({ provider: 'github', connectedVia: { sessionId: result.sessionId, endUser: { id: result.customer } } });
-      const token = await fetch(`${tessera}/v1/integrations/github/token`, { headers: bearer(result.apiToken) });
+      // The connection is the end user's own (CONTRACT.md §5d): addressed by endUser.
+      const token = await fetch(`${tessera}/v1/integrations/github/token?endUser=${result.customer}`, { headers: bearer(result.apiToken) });
       expect(token.status).toBe(200);
       // The event a product's webhook receives names the organization, the session and the end user.
       const [event] = await queryRows<{ data: Record<string, unknown> }>(t.database.db, sql`SELECT data FROM events WHERE organization_id = ${result.organizationId} AND type = 'integration.connected'`);

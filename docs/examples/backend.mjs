@@ -20,8 +20,9 @@ createServer(async (req, res) => {
   if (!signed(req.headers, body)) return res.writeHead(401).end();
   const { type, data } = JSON.parse(body);
   if (type === 'integration.connected' && apiTokens[data.organizationId]) { // events of organizations this backend does not serve are acknowledged and ignored
-    const { token } = await tessera(`/v1/integrations/${data.integration.provider}/token`, apiTokens[data.organizationId]);
-    console.log(`connected ${data.organizationId} ${data.integration.provider} for ${data.endUser?.id}; token expires ${token.expiresAt}`); // use token.accessToken; never log it
+    const whose = data.endUser ? `?endUser=${encodeURIComponent(data.endUser.id)}` : ''; // an end user's own connection, or the organization's
+    const { token } = await tessera(`/v1/integrations/${data.provider}/token${whose}`, apiTokens[data.organizationId]);
+    console.log(`connected ${data.organizationId} ${data.provider} for ${data.endUser?.id}; token expires ${token.expiresAt}`); // use token.accessToken; never log it
   }
   res.writeHead(204).end();
 }).listen(Number(PORT), '127.0.0.1');

@@ -3,19 +3,26 @@
  * and connect sessions. Tenant tables: each leads its keys with `organization_id`.
  */
 import { sql } from 'drizzle-orm';
-import { boolean, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, check, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { createdAt, time, updatedAt } from './columns.ts';
 import { organizations } from './schema.ts';
 
 export type IntegrationStatus = 'connected' | 'expired' | 'invalid' | 'warning';
 
-/** One integration per (organization, provider). */
+/**
+ * One integration per (organization, provider, end user): the organization's own has no end
+ * user (`end_user_key` '' — an end user's id is 1–128 characters, so '' names none of them).
+ */
 export const integrations = pgTable(
   'integrations',
   {
     organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
     id: text('id').notNull(),
     provider: text('provider').notNull(),
+    /** The end user's id, '' for the organization's own integration: part of the key (CONTRACT.md §5d). */
+    endUserKey: text('end_user_key').notNull().default(''),
+    /** The end user as the product described them when they last connected; null for the organization's own. */
+    endUser: jsonb('end_user').$type<EndUser | null>(),
     name: text('name').notNull(),
     description: text('description').notNull(),
     /** Scopes the provider reported as granted. */
@@ -51,7 +58,9 @@ export const integrations = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.organizationId, t.id] }),
-    uniqueIndex('integrations_organization_provider_key').on(t.organizationId, t.provider),
+    uniqueIndex('integrations_organization_provider_end_user_key').on(t.organizationId, t.provider, t.endUserKey),
+    // The key and the description cannot disagree about who the end user is.
+    check('integrations_end_user_key_check', sql`${t.endUserKey} = coalesce(${t.endUser}->>'id', '')`),
     index('integrations_next_validation_idx').on(t.nextValidationAt),
   ],
 );

@@ -12,6 +12,7 @@ import { actorOf, type Builder, type GraphQLContext, principalOf, resolvedOncePe
 import { credentialMutations, credentialQueries, credentialTypes } from './credentials.ts';
 import { organizationMutations, organizationQueries, organizationTypes } from './organizations.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './limits.ts';
+import { PRODUCT_ID } from '../lib/ids.ts';
 
 interface IntegrationShape {
   row: IntegrationRow;
@@ -68,6 +69,7 @@ const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implem
     scopes: t.stringList({ resolve: (i) => i.row.scopes }),
     metadata: t.string({ description: 'JSON: provider-defined, non-secret values a client needs (instanceUrl, sites…; docs/providers.md)', resolve: (i) => JSON.stringify(i.row.metadata ?? {}) }),
     connectedVia: t.field({ type: ConnectedViaRef, nullable: true, description: 'The connect session (and end user) it was connected through; null when an owner or admin connected it', resolve: (i) => i.row.connectedVia ?? null }),
+    endUser: t.field({ type: EndUserRef, nullable: true, description: "The end user it belongs to; null for the organization's own integration", resolve: (i) => i.row.endUser ?? null }),
     createdAt: t.string({ resolve: (i) => i.row.createdAt.toISOString() }),
     updatedAt: t.string({ resolve: (i) => i.row.updatedAt.toISOString() }),
   }),
@@ -117,6 +119,12 @@ const AuditConnectionRef = builder.objectRef<AuditPage>('AuditLogConnection').im
 
 const credential = credentialTypes(builder);
 
+/** An end user's id as an argument: 1–128 printable characters, like everywhere else (CONTRACT.md §5a). */
+function endUserIdArg(value: string): string {
+  if (!PRODUCT_ID.test(value)) throw new AppError('INVALID_INPUT', { details: [{ path: 'endUser', message: "must be an end user's id (1–128 printable characters)" }] });
+  return value;
+}
+
 function integrationShape(ctx: GraphQLContext, row: IntegrationRow): IntegrationShape {
   return { row, displayName: ctx.services.providers.get(row.provider)?.displayName ?? row.provider };
 }
@@ -126,9 +134,12 @@ builder.queryType({
     ...organizationQueries(t, organization),
     integrations: t.field({
       type: [IntegrationRef],
-      resolve: async (_root, _args, ctx) => {
+      description: "The organization's integrations: its own and every end user's, or only one provider's or one end user's",
+      args: { provider: t.arg.string({ required: false }), endUser: t.arg.string({ required: false, description: "An end user's id" }) },
+      resolve: async (_root, args, ctx) => {
         const principal = requireRole(principalOf(ctx), principalOf(ctx).organizationId, 'member');
-        const rows = await listIntegrations(await txOf(ctx), principal.organizationId);
+        const filter = { ...(args.provider != null ? { provider: args.provider } : {}), ...(args.endUser != null ? { endUserId: endUserIdArg(args.endUser) } : {}) };
+        const rows = await listIntegrations(await txOf(ctx), principal.organizationId, filter);
         return rows.map((row) => integrationShape(ctx, row));
       },
     }),

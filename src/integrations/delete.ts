@@ -31,7 +31,7 @@ export async function deleteIntegration(services: Services, work: UnitOfWork, id
   await work.outbox.emit(tx, work.afterCommit, {
     organizationId,
     type: 'integration.deleted',
-    data: { integration: { id, provider: row.provider, name: row.name } },
+    data: { integration: { id, provider: row.provider, name: row.name }, provider: row.provider, endUser: row.endUser ?? null },
   });
   const provider = services.providers.get(row.provider);
   const accessToken = secrets.access_token;

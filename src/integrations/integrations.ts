@@ -1,13 +1,33 @@
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, type SQL, type SQLWrapper, sql } from 'drizzle-orm';
+import type { Keyring } from '../config/load.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
-import { type ConnectedVia, type IntegrationStatus, integrations } from '../db/schema.ts';
+import { type ConnectedVia, type EndUser, type IntegrationStatus, integrationSecrets, integrations } from '../db/schema.ts';
+import { decryptRows, secretName } from './secrets.ts';
 
 export type IntegrationRow = typeof integrations.$inferSelect;
 
-/** The organization's integration for a provider, or null. */
-export async function findIntegrationByProvider(db: Db, organizationId: string, provider: string): Promise<IntegrationRow | null> {
-  const [row] = await db.select().from(integrations).where(and(eq(integrations.organizationId, organizationId), eq(integrations.provider, provider)));
+/**
+ * Which end user's integration a lookup means: their id, or null for the organization's own.
+ * Stored as `end_user_key`, '' for the organization's own (an end user's id is never empty).
+ */
+export function endUserKey(endUserId: string | null | undefined): string {
+  return endUserId ?? '';
+}
+
+/**
+ * The one rule that picks an integration by provider (CONTRACT.md §5d): organization,
+ * provider and end user — never by provider alone. Written once as SQL over the
+ * `integrations` columns so the hot path's statements (tokens/fast-read.ts) and every other
+ * lookup say the same thing; each value may be a parameter, a placeholder or a column.
+ */
+export function integrationKey(organizationId: SQLWrapper | string, provider: SQLWrapper | string, key: SQLWrapper | string): SQL {
+  return sql`organization_id = ${organizationId} AND provider = ${provider} AND end_user_key = ${key}`;
+}
+
+/** The integration of the organization for a provider and an end user (null: the organization's own), or null. */
+export async function findIntegrationByProvider(db: Db, organizationId: string, provider: string, endUserId: string | null): Promise<IntegrationRow | null> {
+  const [row] = await db.select().from(integrations).where(integrationKey(organizationId, provider, endUserKey(endUserId)));
   return row ?? null;
 }
 
@@ -17,15 +37,32 @@ export async function findIntegrationById(db: Db, organizationId: string, id: st
   return row ?? null;
 }
 
-/** Every integration of the organization, oldest first. */
-export async function listIntegrations(db: Db, organizationId: string): Promise<IntegrationRow[]> {
-  return db.select().from(integrations).where(eq(integrations.organizationId, organizationId)).orderBy(asc(integrations.createdAt), asc(integrations.id));
+/** What a listing may be narrowed to: one provider, one end user (absent: the organization's own and every end user's). */
+export interface IntegrationFilter {
+  provider?: string;
+  endUserId?: string;
 }
 
-export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'connectedVia' | 'createdAt' | 'updatedAt'>;
+function listWhere(organizationId: string, filter: IntegrationFilter): SQL | undefined {
+  return and(
+    eq(integrations.organizationId, organizationId),
+    filter.provider !== undefined ? eq(integrations.provider, filter.provider) : undefined,
+    filter.endUserId !== undefined ? eq(integrations.endUserKey, endUserKey(filter.endUserId)) : undefined,
+  );
+}
 
-/** The listing's columns only (the list of 100 integrations is a hot path). */
-export async function listIntegrationSummaries(db: Db, organizationId: string): Promise<IntegrationSummary[]> {
+/** The organization's integrations, oldest first, narrowed by `filter`. */
+export async function listIntegrations(db: Db, organizationId: string, filter: IntegrationFilter = {}): Promise<IntegrationRow[]> {
+  return db.select().from(integrations).where(listWhere(organizationId, filter)).orderBy(asc(integrations.createdAt), asc(integrations.id));
+}
+
+export type IntegrationSummary = Pick<
+  IntegrationRow,
+  'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'connectedVia' | 'endUser' | 'createdAt' | 'updatedAt'
+>;
+
+/** The listing's columns only (the list of 100 integrations is a hot path), narrowed by `filter`. */
+export async function listIntegrationSummaries(db: Db, organizationId: string, filter: IntegrationFilter = {}): Promise<IntegrationSummary[]> {
   return db
     .select({
       id: integrations.id,
@@ -36,17 +73,20 @@ export async function listIntegrationSummaries(db: Db, organizationId: string): 
       tokenExpiresAt: integrations.tokenExpiresAt,
       metadata: integrations.metadata,
       connectedVia: integrations.connectedVia,
+      endUser: integrations.endUser,
       createdAt: integrations.createdAt,
       updatedAt: integrations.updatedAt,
     })
     .from(integrations)
-    .where(eq(integrations.organizationId, organizationId))
+    .where(listWhere(organizationId, filter))
     .orderBy(asc(integrations.createdAt), asc(integrations.id));
 }
 
 export interface ConnectedIntegration {
   organizationId: string;
   provider: string;
+  /** The end user it is for (from the connect session), null for the organization's own. */
+  endUser: EndUser | null;
   name: string;
   description: string;
   scopes: string[];
@@ -61,17 +101,19 @@ export interface ConnectedIntegration {
 }
 
 /**
- * Creates the organization's one integration for the provider, or resets the existing
- * one to `connected` with new metadata — keeping its id. Returns the row as it was
- * before (null when new) and after.
+ * Creates the one integration for (organization, provider, end user), or resets the
+ * existing one to `connected` with new metadata — keeping its id. Returns the row as it was
+ * before (null when new; read under a row lock, so two reconnects take turns) and after.
  */
 export async function upsertConnectedIntegration(
   tx: Db,
   input: ConnectedIntegration,
 ): Promise<{ before: IntegrationRow | null; after: IntegrationRow }> {
-  const before = await findIntegrationByProvider(tx, input.organizationId, input.provider);
+  const key = endUserKey(input.endUser?.id);
+  const [before] = await tx.select().from(integrations).where(integrationKey(input.organizationId, input.provider, key)).for('update');
   const now = new Date();
   const values = {
+    endUser: input.endUser,
     name: input.name,
     description: input.description,
     scopes: input.scopes,
@@ -93,12 +135,46 @@ export async function upsertConnectedIntegration(
   };
   const [after] = await tx
     .insert(integrations)
-    .values({ organizationId: input.organizationId, id: ulid(), provider: input.provider, ...values })
+    .values({ organizationId: input.organizationId, id: ulid(), provider: input.provider, endUserKey: key, ...values })
     .onConflictDoUpdate({
-      target: [integrations.organizationId, integrations.provider],
+      target: [integrations.organizationId, integrations.provider, integrations.endUserKey],
       set: { ...values, tokenVersion: sql`${integrations.tokenVersion} + 1` },
     })
     .returning();
   if (!after) throw new Error('upsert returned no row');
-  return { before, after };
+  return { before: before ?? null, after };
+}
+
+/** The provider account an integration acts as, as a person would recognise it. */
+export interface CurrentAccount {
+  id: string;
+  username: string;
+}
+
+/**
+ * The accounts connected now for an end user (null: the organization's own), by provider —
+ * what the hosted connect page names before a person replaces one (CONTRACT.md §5d). The
+ * username is read from the integration's encrypted `provider_username` (the account id when
+ * there is none).
+ */
+export async function currentAccounts(deps: { db: Db; config: { keyring: Keyring } }, organizationId: string, endUserId: string | null): Promise<Map<string, CurrentAccount>> {
+  const rows = await deps.db
+    .select({ id: integrations.id, provider: integrations.provider, accountId: integrations.providerAccountId, keyId: integrationSecrets.keyId, envelope: integrationSecrets.envelope, name: integrationSecrets.name })
+    .from(integrations)
+    .leftJoin(
+      integrationSecrets,
+      and(
+        eq(integrationSecrets.organizationId, integrations.organizationId),
+        eq(integrationSecrets.integrationId, integrations.id),
+        eq(integrationSecrets.name, sql`${integrations.provider} || '_provider_username'`),
+      ),
+    )
+    .where(and(eq(integrations.organizationId, organizationId), eq(integrations.endUserKey, endUserKey(endUserId))));
+  const accounts = new Map<string, CurrentAccount>();
+  for (const row of rows) {
+    const ref = { organizationId, integrationId: row.id, provider: row.provider };
+    const secret = row.keyId && row.envelope && row.name === secretName(row.provider, 'provider_username') ? [{ name: row.name, keyId: row.keyId, envelope: row.envelope }] : [];
+    accounts.set(row.provider, { id: row.accountId, username: decryptRows(deps.config.keyring, ref, secret).provider_username ?? row.accountId });
+  }
+  return accounts;
 }

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../http/errors.ts';
+import { PRODUCT_ID } from '../lib/ids.ts';
 import type { Services } from '../services.ts';
 import { readCapped } from './providers/registry.ts';
 import { ProviderError } from './providers/types.ts';
@@ -54,6 +55,38 @@ export function proxySegments(raw: string): string[] {
 /** 400 for a proxy path that could leave the API base. */
 export function invalidPath(): AppError {
   return new AppError('INVALID_INPUT', { details: [{ path: 'path', message: 'must be plain path segments (no empty, ".", ".." or encoded slashes)' }] });
+}
+
+/**
+ * Takes `endUser` out of a proxied call's raw query string (`?…` or ''): it selects our
+ * integration (CONTRACT.md §5d) and is never forwarded, under any spelling of its name. The
+ * other parameters pass byte for byte. Given twice, or not an end user's id → 400.
+ */
+export function takeEndUser(query: string): { endUserId: string | null; forwarded: string } {
+  if (query === '' || query === '?') return { endUserId: null, forwarded: query };
+  const kept: string[] = [];
+  const found: string[] = [];
+  for (const part of query.slice(1).split('&')) {
+    const at = part.indexOf('=');
+    const name = decodeQueryPart(at === -1 ? part : part.slice(0, at));
+    if (name === 'endUser') found.push(decodeQueryPart(at === -1 ? '' : part.slice(at + 1)) ?? '');
+    else kept.push(part);
+  }
+  if (found.length === 0) return { endUserId: null, forwarded: query };
+  const [endUserId] = found;
+  if (found.length > 1 || endUserId === undefined || !PRODUCT_ID.test(endUserId)) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'querystring.endUser', message: "must be one end user's id (1–128 printable characters)" }] });
+  }
+  return { endUserId, forwarded: kept.length > 0 ? `?${kept.join('&')}` : '' };
+}
+
+/** A query-string name or value as a form decoder reads it; null when it is not valid percent-encoding. */
+function decodeQueryPart(raw: string): string | null {
+  try {
+    return decodeURIComponent(raw.replace(/\+/g, ' '));
+  } catch {
+    return null;
+  }
 }
 
 export interface ProxyAnswer {

@@ -144,7 +144,7 @@ export async function applyTransition(deps: TransitionDeps, organizationId: stri
       await deps.outbox.emit(tx as Db, (fn) => pending.push(fn), {
         organizationId,
         type: 'integration.status_changed',
-        data: { integration: { id: integrationId, provider: before.provider }, from: before.status, to: next.status, reason: next.lastError },
+        data: { integration: { id: integrationId, provider: before.provider }, provider: before.provider, endUser: before.endUser ?? null, from: before.status, to: next.status, reason: next.lastError },
       });
     }
     return after ?? null;

@@ -10,6 +10,7 @@ import { Type } from 'typebox';
 import { formRoutes, NONCE_FIELD } from '../http/form-guard.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { getOrganization } from '../organizations/organizations.ts';
+import { currentAccounts } from '../integrations/integrations.ts';
 import type { Services } from '../services.ts';
 import { type FlowOutcome, outcomeParams, callbackRedirect } from '../integrations/connect/callback.ts';
 import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, setTxCookie } from '../integrations/connect/start.ts';
@@ -88,8 +89,16 @@ async function hostedPage(services: Services, request: FastifyRequest, reply: Fa
   const nonce = await services.forms.issue(request, reply, action);
   const signInOrigins = [...new Set(providers.map((provider) => new URL(provider.context.endpoints.authUrl).origin))];
   reply.headers({ ...CONNECT_PAGE_HEADERS, 'content-security-policy': contentSecurityPolicy(signInOrigins) }).type('text/html; charset=utf-8');
+  // Before the person leaves for a provider, they learn which account is connected now and that continuing replaces it (CONTRACT.md §5d).
+  const connected = await currentAccounts(services, session.organizationId, session.endUser?.id ?? null);
   const buttons = providers
-    .map((provider) => `<li><button class="provider" type="submit" name="provider" value="${escapeHtml(provider.id)}">Connect ${escapeHtml(provider.displayName)}</button></li>`)
+    .map((provider) => {
+      const account = connected.get(provider.id);
+      const now = account
+        ? `\n<span class="current">Connected now as <strong>${escapeHtml(account.username)}</strong>. Continuing replaces that account.</span>`
+        : '';
+      return `<li><button class="provider" type="submit" name="provider" value="${escapeHtml(provider.id)}">${account ? 'Reconnect' : 'Connect'} ${escapeHtml(provider.displayName)}</button>${now}</li>`;
+    })
     .join('\n');
   return page(
     `Connect an account · ${name}`,

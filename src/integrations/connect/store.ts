@@ -4,7 +4,8 @@ import type { Services } from '../../services.ts';
 import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
-import { replaceSecrets } from '../secrets.ts';
+import { revokeAfterCommit } from '../revoke.ts';
+import { readSecrets, replaceSecrets } from '../secrets.ts';
 import type { ConnectSessionRow } from '../sessions/sessions.ts';
 import { accessTokenExpiry, refreshTokenExpiry } from '../token-endpoint.ts';
 
@@ -25,9 +26,11 @@ export interface Connection {
 }
 
 /**
- * Stores a new connection in the request's transaction: the organization's one integration
- * for the provider (created, or reset to `connected` keeping its id), its secrets replaced,
- * an audit row noting a change of provider account, and `integration.connected`.
+ * Stores a new connection in the request's transaction: the one integration for
+ * (organization, provider, end user) — the session's end user, none without one — created,
+ * or reset to `connected` keeping its id; its secrets replaced; an audit row; and
+ * `integration.connected`. Another provider account replacing the one connected (CONTRACT.md
+ * §5d) is named in both, and the replaced grant is revoked at the provider after the commit.
  */
 export async function storeConnection(
   services: Services,
@@ -35,11 +38,13 @@ export async function storeConnection(
   connection: Connection,
 ): Promise<ConnectedResult> {
   const { organizationId, provider, tokens, account, session } = connection;
+  const endUser = session?.endUser ?? null;
   const now = Date.now();
   const tokenExpiresAt = accessTokenExpiry(tokens, now);
   const { before, after } = await upsertConnectedIntegration(work.tx, {
     organizationId,
     provider: provider.id,
+    endUser,
     name: `${provider.displayName} Integration (${account.username})`,
     description: `OAuth integration with ${provider.id} for ${account.username}`,
     scopes: tokens.scopes,
@@ -51,7 +56,11 @@ export async function storeConnection(
     metadata: connection.metadata,
     connectedVia: connection.session ? { sessionId: connection.session.id, endUser: connection.session.endUser ?? null } : null,
   });
-  await replaceSecrets(work.tx, services.config.keyring, { organizationId, integrationId: after.id, provider: provider.id }, {
+  const ref = { organizationId, integrationId: after.id, provider: provider.id };
+  const accountChanged = before !== null && before.providerAccountId !== account.id;
+  // The replaced account's tokens, read before they are replaced: its grant is revoked once this commits.
+  const previous = accountChanged ? await readSecrets(work.tx, services.config.keyring, ref) : null;
+  await replaceSecrets(work.tx, services.config.keyring, ref, {
     access_token: tokens.accessToken,
     refresh_token: tokens.refreshToken,
     expires_at: tokenExpiresAt?.toISOString(),
@@ -59,7 +68,7 @@ export async function storeConnection(
     provider_username: account.username,
     provider_email: account.email,
   });
-  const accountChanged = before !== null && before.providerAccountId !== account.id;
+  const previousAccount = before && previous ? { id: before.providerAccountId, username: previous.provider_username ?? before.providerAccountId } : null;
   await recordAudit(work.tx, work.actor, {
     organizationId,
     action: before ? 'integration.reconnected' : 'integration.connected',
@@ -69,7 +78,8 @@ export async function storeConnection(
       provider: provider.id,
       scopes: tokens.scopes,
       accountChanged,
-      ...(accountChanged ? { previousAccountId: before?.providerAccountId } : {}),
+      ...(previousAccount ? { previousAccountId: previousAccount.id, previousAccount } : {}),
+      ...(endUser ? { endUser: endUser.id } : {}),
       ...(session ? { connectSession: session.id, sessionCreatedBy: { credentialKind: session.createdByKind, credentialId: session.createdById, userId: session.createdByUserId } } : {}),
     },
   });
@@ -78,10 +88,15 @@ export async function storeConnection(
     type: 'integration.connected',
     data: {
       integration: { id: after.id, provider: provider.id, name: after.name },
+      provider: provider.id,
+      endUser,
       reconnected: before !== null,
       accountChanged,
-      ...(session ? { sessionId: session.id, endUser: session.endUser ?? null } : {}),
+      ...(previousAccount ? { previousAccount } : {}),
+      ...(session ? { sessionId: session.id } : {}),
     },
   });
+  // Never the grant just stored: a provider may hand the same token out again.
+  if (before && previous && previous.access_token !== tokens.accessToken) revokeAfterCommit(services, work.afterCommit, { integrationId: after.id, provider, metadata: before.metadata, secrets: previous }, 'account replaced');
   return { integration: { id: after.id, name: after.name, provider: provider.id }, displayName: provider.displayName };
 }

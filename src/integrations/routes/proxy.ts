@@ -5,11 +5,11 @@ import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
-import { callProvider, invalidPath, type ProxyAnswer, RESPONSE_HEADERS, proxySegments, toResponse } from '../proxy.ts';
+import { callProvider, invalidPath, type ProxyAnswer, RESPONSE_HEADERS, proxySegments, takeEndUser, toResponse } from '../proxy.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
 import { restIsWrite } from '../providers/types.ts';
 import { failureAnswer, verdictFor } from '../tokens/policy.ts';
-import { member, providerIdFrom } from './shared.ts';
+import { EndUserQuery, member, providerIdFrom } from './shared.ts';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
@@ -23,6 +23,8 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       summary: "Call the provider's API with the stored token; the provider's status and body come back",
       tags: ['integrations'],
       params: Type.Object({ provider: Type.String({ maxLength: 64 }), '*': Type.String() }),
+      // Documents `endUser`; every other parameter passes to the provider as sent.
+      querystring: EndUserQuery,
       response: {
         200: { description: "The provider's answer, passed through" },
         '3xx': { description: "The provider's redirect, passed through (not followed; its Location is withheld)" },
@@ -38,14 +40,15 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       const queryAt = rawUrl.indexOf('?');
       // From the raw URL, by segment: '', 'v1', 'integrations', <provider, maybe encoded>, 'proxy', …path.
       const segments = proxySegments((queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).split('/').slice(5).join('/'));
-      const query = queryAt === -1 ? '' : rawUrl.slice(queryAt);
+      // `endUser` picks the integration and stays here (CONTRACT.md §5d); the rest goes to the provider as sent.
+      const { endUserId, forwarded: query } = takeEndUser(queryAt === -1 ? '' : rawUrl.slice(queryAt));
       // Which calls write is the provider's to say (Slack: by API method, whatever the HTTP method; decision 76).
       const definition = services.providers.get(providerId)?.definition;
       const writes = definition ? definition.isWrite(request.method, segments, request.body) : restIsWrite(request.method);
       if (writes) requireRole(principal, principal.organizationId, 'admin');
 
       const actor = requestActor(request);
-      const loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, providerId), actor);
+      const loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, providerId, endUserId), actor);
       const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
       const target = new URL(`${base}/${segments.map(encodeURIComponent).join('/')}${query}`);
       const baseUrl = new URL(base);

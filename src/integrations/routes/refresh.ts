@@ -5,7 +5,7 @@ import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import { configuredRow } from '../tokens/loaded.ts';
-import { member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
+import { EndUserQuery, member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
 
 /** `POST /v1/integrations/{provider}/refresh` (CONTRACT.md §5): one provider call however many ask at once. */
 export function refreshRoute(app: TypedFastify, services: Services): void {
@@ -17,6 +17,7 @@ export function refreshRoute(app: TypedFastify, services: Services): void {
         summary: 'Refresh the token now (one provider call however many ask at once)',
         tags: ['integrations'],
         params: ProviderParams,
+        querystring: EndUserQuery,
         response: {
           200: Type.Object({
             success: Type.Literal(true),
@@ -30,7 +31,7 @@ export function refreshRoute(app: TypedFastify, services: Services): void {
       const caller = member(request);
       const provider = providerIdFrom(request.params.provider);
       const principal = requireRole(caller, caller.organizationId, 'admin');
-      const row = configuredRow(services, await findIntegrationByProvider(services.db, principal.organizationId, provider));
+      const row = configuredRow(services, await findIntegrationByProvider(services.db, principal.organizationId, provider, request.query.endUser ?? null));
       const refreshed = await services.lifecycle.refresh(row, requestActor(request));
       const message = `${refreshed.provider.displayName} token refreshed`;
       // Raw tokens go to header credentials only, never while impersonating (decision 39).

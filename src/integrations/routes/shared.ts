@@ -18,10 +18,13 @@ export const TokenSchema = Type.Object({
   scopes: Type.Array(Type.String()),
 });
 
+/** An end user's id: the product's own key for a person, team or workspace (CONTRACT.md §5a, §5d). */
+export const EndUserId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for its end user (1–128 printable characters)" });
+
 /** The end user a product names when it mints a connect session (CONTRACT.md §5a). */
 export const EndUserSchema = Type.Object(
   {
-    id: Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for its end user (1–128 printable characters)" }),
+    id: EndUserId,
     email: Type.Optional(Type.String({ minLength: 3, maxLength: 254 })),
     displayName: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   },
@@ -39,11 +42,17 @@ export const IntegrationSchema = Type.Object({
   status: Type.String(),
   metadata: Metadata,
   connectedVia: ConnectedViaSchema,
+  endUser: Type.Union([EndUserSchema, Type.Null()], { description: "The end user it belongs to; null for the organization's own integration" }),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
 });
 
 export const ProviderParams = Type.Object({ provider: Type.String({ maxLength: 64 }) });
+
+/** `?endUser=<id>` of every `/v1/integrations/{provider}/…` route (CONTRACT.md §5d): present, that end user's integration; absent, the organization's own. */
+export const EndUserQuery = Type.Object({
+  endUser: Type.Optional({ ...EndUserId, description: "Selects that end user's integration; without it, the organization's own" }),
+});
 
 /** A provider id in a body. */
 export const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
@@ -95,6 +104,7 @@ export function integrationView(row: IntegrationSummary) {
     status: effectiveStatus(row),
     metadata: row.metadata,
     connectedVia: row.connectedVia ?? null,
+    endUser: row.endUser ?? null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };

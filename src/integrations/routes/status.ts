@@ -8,7 +8,7 @@ import { findIntegrationByProvider } from '../integrations.ts';
 import { statusObject } from '../status.ts';
 import { type LoadedIntegration, loadById, withSecrets } from '../tokens/loaded.ts';
 import { refreshDue } from '../tokens/policy.ts';
-import { member, ProviderParams, providerIdFrom } from './shared.ts';
+import { EndUserQuery, member, ProviderParams, providerIdFrom } from './shared.ts';
 
 const StatusSchema = Type.Object({
   provider: Type.String(),
@@ -33,13 +33,14 @@ export function statusRoute(app: TypedFastify, services: Services): void {
         summary: 'The integration status (validated live when the last check is older than OAUTH_STATUS_MAX_AGE)',
         tags: ['integrations'],
         params: ProviderParams,
+        querystring: EndUserQuery,
         response: { 200: Type.Object({ success: Type.Literal(true), status: StatusSchema }) },
       },
     },
     async (request) => {
       const principal = member(request);
       const provider = providerIdFrom(request.params.provider);
-      const row = await findIntegrationByProvider(services.db, principal.organizationId, provider);
+      const row = await findIntegrationByProvider(services.db, principal.organizationId, provider, request.query.endUser ?? null);
       const configured = row ? services.providers.get(row.provider) : undefined;
       if (!row || !configured) throw new AppError('INTEGRATION_NOT_FOUND');
       const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);

@@ -5,7 +5,7 @@ import { PROVIDER_ID } from '../../lib/ids.ts';
 import { AppError } from '../../http/errors.ts';
 import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
-import { Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
+import { EndUserQuery, EndUserSchema, Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
 
 /** `GET /v1/integrations/{provider}/token` (CONTRACT.md §5): the hot path of the service. */
 export function tokenRoute(app: TypedFastify, services: Services): void {
@@ -15,18 +15,22 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
     {
       config: { auth: 'authenticated', noStore: true, deferCredentialCheck: true, errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'] },
       schema: {
-        summary: "The organization's access token for the provider (refreshed first when about to expire)",
+        summary: "The access token for the provider — the organization's own, or an end user's with `endUser` (refreshed first when about to expire)",
         tags: ['integrations'],
         params: ProviderParams,
-        response: { 200: Type.Object({ success: Type.Literal(true), provider: Type.String(), token: TokenSchema, metadata: Metadata }) },
+        querystring: EndUserQuery,
+        response: {
+          200: Type.Object({ success: Type.Literal(true), provider: Type.String(), token: TokenSchema, metadata: Metadata, endUser: Type.Union([EndUserSchema, Type.Null()]) }),
+        },
       },
     },
     async (request) => {
       const deferred = request.ctx.deferredCredential;
+      const endUserId = request.query.endUser ?? null;
       let loaded: LoadedIntegration;
       if (deferred) {
         // One statement checks the credential, reads the token and writes the audit row (without the token).
-        const use = await lifecycle.reads.loadForUseAs(deferred, request.params.provider, TOKEN_READER_ROLES, { action: 'integration.token_read', requestId: request.id });
+        const use = await lifecycle.reads.loadForUseAs(deferred, request.params.provider, endUserId, TOKEN_READER_ROLES, { action: 'integration.token_read', requestId: request.id });
         request.ctx.principal = use.principal;
         requireTokenReader(use.principal);
         if (!PROVIDER_ID.test(request.params.provider) || !use.loaded) throw new AppError('INTEGRATION_NOT_FOUND');
@@ -35,10 +39,10 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         const principal = requireTokenReader(request.ctx.principal);
         const provider = providerIdFrom(request.params.provider);
         // One statement reads the token and writes the audit row (without the token).
-        loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, { actor: requestActor(request), action: 'integration.token_read' });
+        loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, endUserId, { actor: requestActor(request), action: 'integration.token_read' });
       }
       const usable = await lifecycle.usable(loaded, requestActor(request));
-      return { success: true as const, provider: loaded.provider.id, token: tokenBody(usable), metadata: usable.row.metadata };
+      return { success: true as const, provider: loaded.provider.id, token: tokenBody(usable), metadata: usable.row.metadata, endUser: usable.row.endUser ?? null };
     },
   );
 }

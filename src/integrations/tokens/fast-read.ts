@@ -13,6 +13,7 @@ import type { Principal, Role } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
 import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../../identity/caller-check.ts';
 import type { Services } from '../../services.ts';
+import { endUserKey, integrationKey } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import { secretName } from '../secrets.ts';
 import { integrationFromJson, type LoadedIntegration, withAccessToken } from './loaded.ts';
@@ -24,7 +25,7 @@ type UseRow = { integration: Record<string, unknown>; key_id: string | null; env
 
 const USE_SELECT = sql`SELECT row_to_json(i) AS integration, s.key_id, s.envelope
   FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`;
-const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE organization_id = ${p('organizationId')} AND provider = ${p('providerId')})`;
+const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE ${integrationKey(p('organizationId'), p('providerId'), p('endUserKey'))})`;
 
 /** `loadForUse` without an audit row (proxy calls audit on their own). */
 const USE = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION} ${USE_SELECT}`);
@@ -55,6 +56,8 @@ type ReadVariant = 'jwt' | 'api_token' | 'api_token_untouched';
 type ReadItem = ReturnType<typeof callerValues> & {
   /** The provider, '' when it is no longer configured (the caller is still checked; nothing is read or audited). */
   prov: string;
+  /** The end user's key: their id, '' for the organization's own integration. */
+  eu: string;
   secret: string;
   roles: readonly Role[];
   kind: DeferredCredential['kind'];
@@ -75,7 +78,7 @@ type UseAsAnswer = CallerColumns & { n: number; integration: Record<string, unkn
 function readSource(kind: DeferredCredential['kind']): SQL {
   const credential = kind === 'jwt' ? 'org text, sid text, usr text' : 'hash text';
   return sql`SELECT * FROM json_to_recordset(${p('batch')}::json)
-    AS b(n int, ${sql.raw(credential)}, prov text, secret text, roles text[], kind text, action text, audit_id text, req text)`;
+    AS b(n int, ${sql.raw(credential)}, prov text, eu text, secret text, roles text[], kind text, action text, audit_id text, req text)`;
 }
 
 /**
@@ -92,7 +95,7 @@ function readStatement(caller: SQL): HotStatement<UseAsRow> {
         FROM caller c
         LEFT JOIN LATERAL (
           SELECT * FROM integrations
-          WHERE c.caller_active AND c.caller_role = ANY(c.roles) AND organization_id = c.caller_organization_id AND provider = c.prov
+          WHERE c.caller_active AND c.caller_role = ANY(c.roles) AND ${integrationKey(sql`c.caller_organization_id`, sql`c.prov`, sql`c.eu`)}
           LIMIT 1) i ON true
         LEFT JOIN LATERAL (
           SELECT key_id, envelope FROM integration_secrets
@@ -155,14 +158,15 @@ export class FastReads {
   }
 
   /**
-   * The integration and its access token in one statement which, when `audit` is given,
-   * writes the audit row too; only the access token is decrypted.
+   * The integration of `providerId` for the end user `endUserId` (null: the organization's
+   * own) and its access token in one statement which, when `audit` is given, writes the audit
+   * row too; only the access token is decrypted.
    */
-  async loadForUse(organizationId: string, providerId: string, audit?: { actor: AuditActor; action: string }): Promise<LoadedIntegration> {
+  async loadForUse(organizationId: string, providerId: string, endUserId: string | null, audit?: { actor: AuditActor; action: string }): Promise<LoadedIntegration> {
     const provider = this.services.providers.get(providerId);
     if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
     const principal = audit?.actor.principal ?? null;
-    const values = { organizationId, providerId, secretName: secretName(providerId, 'access_token') };
+    const values = { organizationId, providerId, endUserKey: endUserKey(endUserId), secretName: secretName(providerId, 'access_token') };
     const [found] = audit
       ? await USE_AUDITED.rows(this.services.db, {
           ...values,
@@ -184,11 +188,12 @@ export class FastReads {
    * the same statement also checks the session or API token, and reads the integration and
    * writes the audit row only when the caller holds one of `roles` — one round trip for the
    * whole request. Throws the usual 401/403; `loaded` is null when the organization has no
-   * such integration (the route decides the 404 after its own checks).
+   * such integration for that end user (the route decides the 404 after its own checks).
    */
   async loadForUseAs(
     credential: DeferredCredential,
     providerId: string,
+    endUserId: string | null,
     roles: readonly Role[],
     audit: { action: string; requestId: string },
   ): Promise<{ principal: Principal; loaded: LoadedIntegration | null }> {
@@ -198,6 +203,7 @@ export class FastReads {
       ...callerValues(credential),
       // Only a configured provider's id reaches the statement (a path segment may hold anything, NULs included).
       prov: provider ? providerId : '',
+      eu: endUserKey(endUserId),
       secret: provider ? secretName(providerId, 'access_token') : '',
       roles,
       kind: credential.kind,

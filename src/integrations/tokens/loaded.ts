@@ -28,9 +28,9 @@ export interface LoadDeps {
 /** An integration row as a statement returned it with `row_to_json`. */
 export const integrationFromJson = rowFromJson(integrations);
 
-/** The organization's integration for `providerId`, with its secrets; 404 when there is none (or its provider is no longer configured). */
-export async function loadByProvider(deps: LoadDeps, organizationId: string, providerId: string): Promise<LoadedIntegration> {
-  return withSecrets(deps, await findIntegrationByProvider(deps.db, organizationId, providerId));
+/** The integration for `providerId` and the end user `endUserId` (null: the organization's own), with its secrets; 404 when there is none (or its provider is no longer configured). */
+export async function loadByProvider(deps: LoadDeps, organizationId: string, providerId: string, endUserId: string | null): Promise<LoadedIntegration> {
+  return withSecrets(deps, await findIntegrationByProvider(deps.db, organizationId, providerId, endUserId));
 }
 
 /** The organization's integration `id`, re-read with its secrets; 404 when it is gone. */
