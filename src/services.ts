@@ -4,6 +4,7 @@ import type { Dispatcher } from './events/dispatcher.ts';
 import type { Outbox } from './events/outbox.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
+import type { Revocations } from './integrations/revocations.ts';
 import type { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import type { StateCodec } from './integrations/state.ts';
 import type { Logger } from 'pino';
@@ -30,6 +31,8 @@ export interface Services {
   providers: ProviderRegistry;
   stateCodec: StateCodec;
   lifecycle: TokenLifecycle;
+  /** Grants to revoke at their providers after a commit (integrations/revocations.ts). */
+  revocations: Revocations;
   logger: Logger;
   metrics?: LifecycleMetrics & { providerCall(provider: string, outcome: string, seconds: number): void };
 }

@@ -4,6 +4,7 @@ import { type Db, sql } from '../db/client.ts';
 
 export type EventType =
   | 'organization.created'
+  | 'organization.deleted'
   | 'organization.member_invited'
   | 'integration.connected'
   | 'integration.status_changed'

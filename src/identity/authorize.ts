@@ -14,21 +14,22 @@ export function roleAtLeast(role: Role, minimum: Role): boolean {
 }
 
 /**
- * The caller, if it acts in `organizationId` with at least `minimum` (API tokens act
- * as admin); otherwise 401 (no caller) or 403. Every later feature authorizes here.
+ * The caller, if it acts in `organizationId` with at least `minimum` (API and service
+ * tokens act as admin); otherwise 401 (no caller) or 403. Every later feature authorizes here.
  */
 export function requireRole(principal: Principal | null, organizationId: string, minimum: Role): Principal {
   if (!principal) throw new AppError('UNAUTHENTICATED');
-  if (principal.organizationId !== organizationId || !roleAtLeast(principal.role, minimum)) {
+  // '' is no organization (a service token managing organizations): it holds no role anywhere.
+  if (organizationId === '' || principal.organizationId !== organizationId || !roleAtLeast(principal.role, minimum)) {
     throw new AppError('FORBIDDEN', { message: `This needs the ${minimum} role or higher in the organization` });
   }
   return principal;
 }
 
-/** The caller, if it is a user (not an API token). */
+/** The caller, if it is a user (not an API or service token). */
 export function requireUser(principal: Principal | null): Principal & { userId: string } {
   if (!principal) throw new AppError('UNAUTHENTICATED');
-  if (!principal.userId) throw new AppError('FORBIDDEN', { message: 'This needs a user; API tokens cannot do it' });
+  if (!principal.userId) throw new AppError('FORBIDDEN', { message: 'This needs a user; API and service tokens cannot do it' });
   return principal as Principal & { userId: string };
 }
 

@@ -82,7 +82,8 @@ function checkedEmail(email: string): string {
 export async function inviteMember(work: UnitOfWork, input: { organizationId: string; email: string; role: Role }): Promise<Invitation> {
   const { organizationId, role } = input;
   const actor = requireRole(work.actor.principal, organizationId, 'admin');
-  const isOwner = actor.role === 'owner';
+  // A service token may invite owners too (CONTRACT.md §3): its organizations may have no member yet.
+  const isOwner = actor.role === 'owner' || actor.kind === 'service_token';
   if (role === 'owner' && !isOwner) throw new AppError('FORBIDDEN', { message: 'Only owners can invite owners' });
   const address = checkedEmail(input.email);
   const normalized = normalizeEmail(address);
@@ -237,7 +238,7 @@ export async function revokeInvitation(work: Work, input: { organizationId: stri
     .for('update', { of: invitations });
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such invitation' });
   if (row.status !== 'pending') throw new AppError('CONFLICT', { message: ANSWERED[row.status] });
-  if (row.role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can revoke an owner invitation' });
+  if (row.role === 'owner' && actor.role !== 'owner' && actor.kind !== 'service_token') throw new AppError('FORBIDDEN', { message: 'Only owners can revoke an owner invitation' });
   await markAnswered(work.db, organizationId, row.id, 'revoked');
   await recordAudit(work.db, work.actor, { organizationId, action: 'invitation.revoked', targetType: 'invitation', targetId: row.id, detail: { email: row.email, role: row.role } });
   return invitationOf({ ...row, status: 'revoked' });
