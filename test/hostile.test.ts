@@ -1037,6 +1037,15 @@ describe('OpenAPI conformance', () => {
     await call('connect session status', 'GET', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('revoke connect session', 'DELETE', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('delete integration', 'DELETE', `/v1/integrations/${slackId}`, 200, auth);
+    // Organizations as a whole (CONTRACT.md §5d): read and renamed by their owner, listed by a system administrator's service token, offboarded by the owner.
+    const secondId = second.json().organization.id as string;
+    await call('read organization', 'GET', `/v1/organizations/${secondId}`, 200, auth);
+    await call('rename organization', 'PATCH', `/v1/organizations/${secondId}`, 200, auth, { name: 'Second, renamed' });
+    await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${signedIn.json().user.id}`);
+    const serviceToken = (await gql(token, 'mutation { createServiceToken(name: "walk") { token } }')).createServiceToken.token as string;
+    await call('list organizations (service token)', 'GET', '/v1/organizations?first=5', 200, bearer(serviceToken));
+    await call('account access (service token)', 'GET', '/v1/account/access', 200, { ...bearer(serviceToken), 'x-organization-id': organizationId });
+    await call('offboard organization', 'DELETE', `/v1/organizations/${secondId}`, 200, auth);
 
     // Documented errors.
     await call('401', 'GET', '/v1/integrations', 401);
