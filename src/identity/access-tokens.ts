@@ -169,11 +169,13 @@ async function apiTokenCreator(work: Work, wanted: string | null | undefined): P
  * organization's row is locked for the count, so concurrent creations count each other.
  */
 async function assertApiTokenQuota(db: Db, organizationId: string, quota: number): Promise<void> {
+  await queryRows(db, sql`SELECT 1 FROM organizations WHERE id = ${organizationId} FOR UPDATE`);
+  // Counted by a statement of its own: its snapshot is taken after the lock, so it sees what the previous holder committed
+  // (a count in the locking statement would use that statement's snapshot, taken before the wait).
   const [row] = await queryRows<{ live: number }>(
     db,
-    sql`SELECT (SELECT count(*)::int FROM api_tokens t
-                WHERE t.organization_id = o.id AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) AS live
-        FROM organizations o WHERE o.id = ${organizationId} FOR UPDATE`,
+    sql`SELECT count(*)::int AS live FROM api_tokens
+        WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
   );
   if ((row?.live ?? 0) >= quota) {
     throw new AppError('CONFLICT', { message: `The organization has reached the limit of ${quota} live API tokens (LIMIT_API_TOKENS); revoke one first` });

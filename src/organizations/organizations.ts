@@ -47,10 +47,9 @@ const nextOrganizationId = monotonicIds();
  * the user's row is locked for the count, so concurrent creations count each other.
  */
 async function assertOrganizationQuota(db: Db, userId: string, quota: number): Promise<void> {
-  const [row] = await queryRows<{ created: number }>(
-    db,
-    sql`SELECT (SELECT count(*)::int FROM organizations WHERE created_by_user_id = u.id) AS created FROM users u WHERE u.id = ${userId} FOR UPDATE`,
-  );
+  await queryRows(db, sql`SELECT 1 FROM users WHERE id = ${userId} FOR UPDATE`);
+  // Counted by a statement of its own, whose snapshot follows the lock: it sees what the previous holder committed.
+  const [row] = await queryRows<{ created: number }>(db, sql`SELECT count(*)::int AS created FROM organizations WHERE created_by_user_id = ${userId}`);
   if ((row?.created ?? 0) >= quota) {
     throw new AppError('CONFLICT', { message: `You have reached the limit of ${quota} organizations per user (LIMIT_ORGANIZATIONS_PER_USER)` });
   }
