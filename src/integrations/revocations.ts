@@ -119,6 +119,8 @@ export class Revocations {
     this.again = true;
     this.loop ??= this.drain().finally(() => {
       this.loop = null;
+      // A wake that came as the round was ending.
+      if (this.again) this.wake();
     });
   }
 
