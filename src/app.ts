@@ -21,9 +21,11 @@ import { identityRoutes } from './identity/routes.ts';
 import { identitySlots } from './identity/steps.ts';
 import { buildProviderRegistry } from './integrations/providers/registry.ts';
 import { integrationRoutes } from './integrations/routes/index.ts';
+import { Revocations } from './integrations/revocations.ts';
 import { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import { StateCodec } from './integrations/state.ts';
 import { startValidationScheduler } from './integrations/validator.ts';
+import { organizationRoutes } from './organizations/routes.ts';
 import { keyringReadiness } from './secrets/keyring-check.ts';
 import type { Services } from './services.ts';
 import { connectPageRoutes } from './web/connect-pages.ts';
@@ -58,6 +60,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   let validator: { stop(): Promise<void> } | null = null;
   fastify.addHook('onClose', async () => {
     await validator?.stop();
+    await services.revocations.stop();
     await dispatcher.stop();
   });
 
@@ -70,6 +73,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   metricsRoutes(fastify, metrics, config.server.metricsEnabled);
   apiDocsRoute(fastify);
   identityRoutes(fastify, services);
+  organizationRoutes(fastify, services);
   integrationRoutes(fastify, services);
   connectPageRoutes(fastify, services);
   await graphqlRoutes(fastify, services);
@@ -82,6 +86,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     readiness,
     startBackground: () => {
       dispatcher.start();
+      // Commits run a round of revocations at once either way; this retries what failed, and what another instance left.
+      services.revocations.start();
       // A pass at least every minute: rows come due one interval after their last check.
       validator ??= startValidationScheduler(services, Math.min(config.oauth.validationInterval, 60) * 1000);
     },
@@ -108,16 +114,23 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     db: database.db,
     passwords,
     sessionTokens: new SessionTokens(config.jwtKeys),
-    rateLimiter: await createRateLimiter(fastify, { max: config.rateLimit.max, windowSeconds: config.rateLimit.window, organizationMax: config.rateLimit.organizationMax }),
+    rateLimiter: await createRateLimiter(fastify, {
+      max: config.rateLimit.max,
+      windowSeconds: config.rateLimit.window,
+      organizationMax: config.rateLimit.organizationMax,
+      serviceMax: config.rateLimit.serviceMax,
+    }),
     outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring }),
     dispatcher,
     providers: buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds)),
     stateCodec: new StateCodec(config.keyring),
     forms: new FormGuard(database.db, { publicOrigin: config.server.publicOrigin, secure: config.isProduction }),
     lifecycle: undefined as unknown as TokenLifecycle,
+    revocations: undefined as unknown as Revocations,
     logger,
     metrics,
   };
   services.lifecycle = new TokenLifecycle(services);
+  services.revocations = new Revocations({ db: database.db, config, providers: services.providers, logger });
   return { services, metrics, dispatcher };
 }

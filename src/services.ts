@@ -5,6 +5,7 @@ import type { Outbox } from './events/outbox.ts';
 import type { FormGuard } from './http/form-guard.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
+import type { Revocations } from './integrations/revocations.ts';
 import type { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import type { StateCodec } from './integrations/state.ts';
 import type { Logger } from 'pino';
@@ -33,6 +34,8 @@ export interface Services {
   /** Nonces of the pages' forms, and the check of their posts. */
   forms: FormGuard;
   lifecycle: TokenLifecycle;
+  /** Grants to revoke at their providers after a commit (integrations/revocations.ts). */
+  revocations: Revocations;
   logger: Logger;
   metrics?: LifecycleMetrics & { providerCall(provider: string, outcome: string, seconds: number): void };
 }

@@ -1040,6 +1040,15 @@ describe('OpenAPI conformance', () => {
     await call('delete integration', 'DELETE', `/v1/integrations/${slackId}`, 200, auth);
     await call("list an end user's integrations", 'GET', '/v1/integrations?provider=github&endUser=walker', 200, auth);
     await call("delete an end user's integrations", 'DELETE', '/v1/integrations?endUser=walker', 200, auth);
+    // Organizations as a whole (CONTRACT.md §5d): read and renamed by their owner, listed by a system administrator's service token, offboarded by the owner.
+    const secondId = second.json().organization.id as string;
+    await call('read organization', 'GET', `/v1/organizations/${secondId}`, 200, auth);
+    await call('rename organization', 'PATCH', `/v1/organizations/${secondId}`, 200, auth, { name: 'Second, renamed' });
+    await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${signedIn.json().user.id}`);
+    const serviceToken = (await gql(token, 'mutation { createServiceToken(name: "walk") { token } }')).createServiceToken.token as string;
+    await call('list organizations (service token)', 'GET', '/v1/organizations?first=5', 200, bearer(serviceToken));
+    await call('account access (service token)', 'GET', '/v1/account/access', 200, { ...bearer(serviceToken), 'x-organization-id': organizationId });
+    await call('offboard organization', 'DELETE', `/v1/organizations/${secondId}`, 200, auth);
 
     // Documented errors.
     await call('401', 'GET', '/v1/integrations', 401);

@@ -208,7 +208,8 @@ describe('organizations and memberships', () => {
     const account = await registerAndLogin(t.fastify, 'orgs');
     const res = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(account.token), payload: { name: '  Acme  ' } });
     expect(res.statusCode).toBe(201);
-    expect(res.json()).toEqual({ success: true, organization: { id: expect.any(String), name: 'Acme' } });
+    // CONTRACT.md §3: the answer carries externalId (null when none was given).
+    expect(res.json()).toEqual({ success: true, organization: { id: expect.any(String), name: 'Acme', externalId: null } });
     const organizations = (await access(bearer(account.token))).json().organizations;
     expect(organizations).toContainEqual({ id: res.json().organization.id, name: 'Acme', role: 'owner' });
     const blank = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(account.token), payload: { name: '   ' } });

@@ -44,17 +44,21 @@ describe('documented error responses', () => {
     expect(errorsOf(document.paths['/query'].get)).toMatchObject({ '405': ['METHOD_NOT_ALLOWED'] });
   });
 
-  it('adds the class\'s codes: an authenticated GET without parameters documents no 404, 413 or 415', async () => {
+  it('adds the class\'s codes: an authenticated GET without parameters documents no 413 or 415, and 404 only where a service token may name an organization', async () => {
     const document = (await t.fastify.inject({ url: '/api-docs' })).json();
+    // CONTRACT.md §5d: a service token naming an unknown organization in X-Organization-ID gets 404.
     expect(errorsOf(document.paths['/v1/account/access'].get)).toEqual({
       '400': ['INVALID_INPUT'],
       '401': ['UNAUTHENTICATED'],
       '403': ['FORBIDDEN'],
+      '404': ['NOT_FOUND'],
       '429': ['RATE_LIMITED'],
       '500': ['INTERNAL'],
       '503': ['SERVICE_UNAVAILABLE'],
     });
     expect(errorsOf(document.paths['/v1/csrf'].get)).toEqual({ '429': ['RATE_LIMITED'], '500': ['INTERNAL'], '503': ['SERVICE_UNAVAILABLE'] });
+    // Service tokens may not switch: nothing there answers 404.
+    expect(errorsOf(document.paths['/v1/account/switch'].post)['404']).toBeUndefined();
   });
 
   it('adds the body\'s codes and CSRF on unsafe methods, and the codes a route declares', async () => {

@@ -156,3 +156,37 @@ export const connectSessions = pgTable(
   },
   (t) => [primaryKey({ columns: [t.organizationId, t.id] }), uniqueIndex('connect_sessions_secret_hash_key').on(t.secretHash)],
 );
+
+/**
+ * Grants still to revoke at their provider (integrations/revocations.ts): written in the
+ * transaction that deletes the integration or its organization, carried out after the commit,
+ * retried until done. No foreign key: a row outlives the organization it came from. The tokens
+ * are one envelope, encrypted like a secret and bound to this row.
+ */
+export const grantRevocations = pgTable(
+  'grant_revocations',
+  {
+    organizationId: text('organization_id').notNull(),
+    id: text('id').notNull(),
+    integrationId: text('integration_id').notNull(),
+    provider: text('provider').notNull(),
+    /** What deleted the grant: `integration.deleted`, `organization.deleted`… (for logs). */
+    reason: text('reason').notNull(),
+    /** The integration's non-secret metadata: some providers' endpoints depend on it. */
+    metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
+    keyId: text('key_id').notNull(),
+    /** The tokens as JSON `{accessToken, refreshToken?}`, sealed (secrets/crypto.ts). */
+    envelope: text('envelope').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: time('next_attempt_at').notNull().defaultNow(),
+    /** An instance's claim: others skip the row until it passes. */
+    lockedUntil: time('locked_until'),
+    lastError: text('last_error'),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.id] }),
+    index('grant_revocations_due_idx').on(t.nextAttemptAt),
+    index('grant_revocations_key_id_idx').on(t.keyId),
+  ],
+);

@@ -20,10 +20,16 @@ export const organizations = pgTable(
     externalId: text('external_id'),
     /** Who created it: the scope of `external_id`'s uniqueness. */
     createdByUserId: text('created_by_user_id'),
+    /** The service token that created it, if one did: `external_id` is unique among all such organizations. */
+    createdByServiceTokenId: text('created_by_service_token_id'),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [uniqueIndex('organizations_creator_external_id_key').on(t.createdByUserId, t.externalId).where(sql`external_id IS NOT NULL`)],
+  (t) => [
+    uniqueIndex('organizations_creator_external_id_key').on(t.createdByUserId, t.externalId).where(sql`external_id IS NOT NULL`),
+    uniqueIndex('organizations_service_external_id_key').on(t.externalId).where(sql`external_id IS NOT NULL AND created_by_service_token_id IS NOT NULL`),
+    index('organizations_external_id_idx').on(t.externalId, t.id).where(sql`external_id IS NOT NULL`),
+  ],
 );
 
 /** Users are global (one person, several organizations). */
@@ -225,4 +231,27 @@ export const eventDeliveries = pgTable(
     primaryKey({ columns: [t.organizationId, t.eventId, t.webhookId] }),
     index('event_deliveries_due_idx').on(t.nextAttemptAt).where(sql`delivered_at IS NULL`),
   ],
+);
+
+/**
+ * Service tokens (`tss_…`, CONTRACT.md §5d): a product's backend across all its customers'
+ * organizations, created by a system administrator. A global table, not a tenant one: a token
+ * belongs to the deployment, not to an organization. Stored as SHA-256 hashes only.
+ */
+export const serviceTokens = pgTable(
+  'service_tokens',
+  {
+    id: text('id').primaryKey(),
+    name: text('name').notNull(),
+    tokenHash: text('token_hash').notNull(),
+    /** Last four characters, for display. */
+    lastFour: text('last_four').notNull(),
+    /** The system administrator who created it. */
+    createdBy: text('created_by'),
+    expiresAt: time('expires_at'),
+    lastUsedAt: time('last_used_at'),
+    revokedAt: time('revoked_at'),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('service_tokens_hash_key').on(t.tokenHash)],
 );

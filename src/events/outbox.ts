@@ -6,6 +6,7 @@ import { open, type Sealed, type SecretBinding, seal } from '../secrets/crypto.t
 
 export type EventType =
   | 'organization.created'
+  | 'organization.deleted'
   | 'organization.member_invited'
   | 'integration.connected'
   | 'integration.status_changed'

@@ -1,6 +1,7 @@
 /**
- * GraphQL for credentials (CONTRACT.md §6): personal access tokens and API tokens (listed
- * without their values; created ones carry `token` once), and the Session a switch returns.
+ * GraphQL for credentials (CONTRACT.md §6, §5d): personal access tokens, API tokens and
+ * service tokens (listed without their values; created ones carry `token` once), and the
+ * Session a switch returns.
  */
 import { AppError } from '../http/errors.ts';
 import {
@@ -13,6 +14,7 @@ import {
   revokePersonalAccessToken,
   type TokenInfo,
 } from '../identity/access-tokens.ts';
+import { createServiceToken, listServiceTokens, revokeServiceToken } from '../identity/service-tokens.ts';
 import { type Builder, type MutationFields, principalOf, type QueryFields, workOf } from './context.ts';
 
 /** An optional ISO 8601 date-time argument, or 400 naming `path`. */
@@ -68,6 +70,18 @@ export function credentialTypes(builder: Builder) {
     fields: (t) => ({ token: t.exposeString('token') }),
   });
 
+  const ServiceTokenRef = builder.objectRef<TokenInfo>('ServiceToken').implement({
+    description: "A product backend's credential across every organization (system administrators manage them)",
+    interfaces: [TokenInterface],
+    fields: () => ({}),
+  });
+
+  const CreatedServiceTokenRef = builder.objectRef<TokenInfo & { token: string }>('CreatedServiceToken').implement({
+    description: 'A new service token: `token` is its value, readable this once only',
+    interfaces: [TokenInterface],
+    fields: (t) => ({ token: t.exposeString('token') }),
+  });
+
   const SessionRef = builder.objectRef<SessionShape>('Session').implement({
     description: 'A session token of the same session, bound to the organization switched to',
     fields: (t) => ({
@@ -78,14 +92,14 @@ export function credentialTypes(builder: Builder) {
     }),
   });
 
-  return { PatRef, CreatedPatRef, ApiTokenRef, CreatedApiTokenRef, SessionRef };
+  return { PatRef, CreatedPatRef, ApiTokenRef, CreatedApiTokenRef, ServiceTokenRef, CreatedServiceTokenRef, SessionRef };
 }
 
 /** The refs `credentialTypes` registered. */
 export type CredentialTypes = ReturnType<typeof credentialTypes>;
 
-/** Query fields: personalAccessTokens, apiTokens. */
-export function credentialQueries(t: QueryFields, { PatRef, ApiTokenRef }: CredentialTypes) {
+/** Query fields: personalAccessTokens, apiTokens, serviceTokens. */
+export function credentialQueries(t: QueryFields, { PatRef, ApiTokenRef, ServiceTokenRef }: CredentialTypes) {
   return {
     personalAccessTokens: t.field({
       type: [PatRef],
@@ -95,11 +109,16 @@ export function credentialQueries(t: QueryFields, { PatRef, ApiTokenRef }: Crede
       type: [ApiTokenRef],
       resolve: async (_root, _args, ctx) => listApiTokens(await workOf(ctx), { organizationId: principalOf(ctx).organizationId }),
     }),
+    serviceTokens: t.field({
+      type: [ServiceTokenRef],
+      description: 'Every service token, newest first (system administrators)',
+      resolve: async (_root, _args, ctx) => listServiceTokens(await workOf(ctx)),
+    }),
   };
 }
 
-/** Mutation fields: create and revoke personal access tokens and API tokens. */
-export function credentialMutations(t: MutationFields, { PatRef, CreatedPatRef, ApiTokenRef, CreatedApiTokenRef }: CredentialTypes) {
+/** Mutation fields: create and revoke personal access tokens, API tokens and service tokens. */
+export function credentialMutations(t: MutationFields, { PatRef, CreatedPatRef, ApiTokenRef, CreatedApiTokenRef, ServiceTokenRef, CreatedServiceTokenRef }: CredentialTypes) {
   return {
     createPersonalAccessToken: t.field({
       type: CreatedPatRef,
@@ -136,6 +155,18 @@ export function credentialMutations(t: MutationFields, { PatRef, CreatedPatRef, 
       type: ApiTokenRef,
       args: { id: t.arg.id({ required: true }) },
       resolve: async (_root, args, ctx) => revokeApiToken(await workOf(ctx), { organizationId: principalOf(ctx).organizationId, id: String(args.id) }),
+    }),
+    createServiceToken: t.field({
+      type: CreatedServiceTokenRef,
+      description: "Creates a service token (a system administrator's own session or PAT): one credential for a product's backend across every organization",
+      args: { name: t.arg.string({ required: true }), expiresAt: t.arg.string({ required: false }) },
+      resolve: async (_root, args, ctx) => createServiceToken(await workOf(ctx), { name: args.name, expiresAt: parseDate(args.expiresAt, 'expiresAt') }),
+    }),
+    revokeServiceToken: t.field({
+      type: ServiceTokenRef,
+      description: 'Revokes a service token (system administrators); the connect sessions it minted are revoked with it',
+      args: { id: t.arg.id({ required: true }) },
+      resolve: async (_root, args, ctx) => revokeServiceToken(await workOf(ctx), { id: String(args.id) }),
     }),
   };
 }

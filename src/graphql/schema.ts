@@ -1,9 +1,10 @@
 import SchemaBuilder from '@pothos/core';
-import type { GraphQLSchema } from 'graphql';
+import { defaultFieldResolver, type GraphQLSchema } from 'graphql';
 import { type AuditRow, listAudit } from '../audit/audit.ts';
 import type { ConnectedVia, EndUser } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import { requireRole } from '../identity/authorize.ts';
+import { SERVICE_TOKEN_FIELDS } from '../identity/service-token-rights.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';
 import { deleteIntegration } from '../integrations/delete.ts';
 import { configuredRow } from '../integrations/tokens/loaded.ts';
@@ -82,6 +83,7 @@ const AuditEntryRef = builder.objectRef<AuditRow>('AuditLogEntry').implement({
     actorUserId: t.string({ nullable: true, resolve: (a) => a.actorUserId }),
     impersonatorUserId: t.string({ nullable: true, resolve: (a) => a.impersonatorUserId }),
     credentialKind: t.string({ nullable: true, resolve: (a) => a.credentialKind }),
+    credentialId: t.string({ nullable: true, description: 'The session, token or capability that acted (its id, never its value)', resolve: (a) => a.credentialId }),
     targetType: t.string({ nullable: true, resolve: (a) => a.targetType }),
     targetId: t.string({ nullable: true, resolve: (a) => a.targetId }),
     requestId: t.string({ nullable: true, resolve: (a) => a.requestId }),
@@ -201,8 +203,26 @@ builder.mutationType({
 
 let schema: GraphQLSchema | undefined;
 
+/**
+ * Refuses a service token every root field not on its list (identity/service-token-rights.ts):
+ * a field added later is refused to it until the list names it.
+ */
+function guardServiceTokens(built: GraphQLSchema): GraphQLSchema {
+  for (const type of [built.getQueryType(), built.getMutationType()]) {
+    for (const field of Object.values(type?.getFields() ?? {})) {
+      if (SERVICE_TOKEN_FIELDS.has(field.name)) continue;
+      const resolve = field.resolve ?? defaultFieldResolver;
+      field.resolve = (root, args, ctx: GraphQLContext, info) => {
+        if (ctx.request.ctx.principal?.kind === 'service_token') throw new AppError('FORBIDDEN', { message: 'Service tokens cannot do this' });
+        return resolve(root, args, ctx, info);
+      };
+    }
+  }
+  return built;
+}
+
 /** The GraphQL schema (CONTRACT.md §6), built once. */
 export function graphqlSchema(): GraphQLSchema {
-  schema ??= resolvedOncePerRequest(builder.toSchema({ sortSchema: false }));
+  schema ??= guardServiceTokens(resolvedOncePerRequest(builder.toSchema({ sortSchema: false })));
   return schema;
 }

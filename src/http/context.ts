@@ -2,16 +2,17 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/client.ts';
 
 export type Role = 'owner' | 'admin' | 'member';
-export type CredentialKind = 'jwt' | 'pat' | 'api_token';
+export type CredentialKind = 'jwt' | 'pat' | 'api_token' | 'service_token';
 
 /** Who is calling, as established by the authentication step. */
 export interface Principal {
   kind: CredentialKind;
-  /** Effective user (the impersonated one while impersonating); null for API tokens. */
+  /** Effective user (the impersonated one while impersonating); null for API and service tokens. */
   userId: string | null;
+  /** The organization it acts in; '' for a service token acting in none (organization management, CONTRACT.md §5d). */
   organizationId: string;
   role: Role;
-  /** Id of the session, PAT or API token that authenticated the request. */
+  /** Id of the session, PAT, API token or service token that authenticated the request. */
   credentialId: string;
   systemAdmin: boolean;
   /** Set while a system admin impersonates `userId`. */

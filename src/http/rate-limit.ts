@@ -8,8 +8,9 @@ type Limit = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 export interface RateLimiter {
   /**
    * Step 9: per principal (a user, all their sessions and PATs; or an API token) when
-   * authenticated, else per client IP; and per organization, every credential acting in it
-   * together, so that more tokens never buy more capacity.
+   * authenticated, else per client IP — a service token with its own, larger budget; and per
+   * organization, every credential acting in it together (service tokens included), so that
+   * more tokens never buy more capacity.
    */
   check: Limit;
   /** Login and registration: per `email` (normalized: `normalizeEmail`) and client IP together, on top of per IP. */
@@ -20,12 +21,18 @@ export interface RateLimiter {
 
 const noop: Limit = async () => {};
 
+/** How a service token's `credentialKey` starts: it counts against RATE_LIMIT_SERVICE_MAX instead of RATE_LIMIT_MAX. */
+export const SERVICE_TOKEN_KEY = 'service_token:';
+
 /**
  * @fastify/rate-limit's handlers, invoked by the pipeline at step 9 rather than as
  * their own hook, so the limit applies after authentication and keys by credential.
  * The plugin runs once per registration and request, so each key has its own. Counters are per instance (in memory).
  */
-export async function createRateLimiter(app: FastifyInstance, options: { max: number; windowSeconds: number; organizationMax: number }): Promise<RateLimiter> {
+export async function createRateLimiter(
+  app: FastifyInstance,
+  options: { max: number; windowSeconds: number; organizationMax: number; serviceMax?: number },
+): Promise<RateLimiter> {
   const failures = new FailedAuthentications(options);
   if (options.max === 0) return { check: noop, checkEmail: noop, failures };
   const common = {
@@ -48,9 +55,10 @@ export async function createRateLimiter(app: FastifyInstance, options: { max: nu
     const key = request.ctx?.credentialKey;
     return key ? `cred:${key}` : `ip:${request.ip}`;
   });
+  const byServiceToken = await limiter((request) => `cred:${request.ctx?.credentialKey ?? ''}`, options.serviceMax ?? options.max * 10);
   const byOrganization = await limiter((request) => `org:${request.ctx?.organizationKey ?? ''}`, options.organizationMax);
   const check: Limit = async (request, reply) => {
-    await byCredential(request, reply);
+    await (request.ctx?.credentialKey?.startsWith(SERVICE_TOKEN_KEY) ? byServiceToken : byCredential)(request, reply);
     if (request.ctx?.organizationKey) await byOrganization(request, reply);
   };
   // Per e-mail *and* address: a flood of wrong passwords for one e-mail from elsewhere never

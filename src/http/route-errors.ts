@@ -1,5 +1,6 @@
 import type { FastifySchema, RouteOptions } from 'fastify';
 import { SAFE_METHODS } from '../identity/csrf.ts';
+import { serviceTokenRoute } from '../identity/service-token-rights.ts';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
 import type { RouteClass } from './pipeline.ts';
 import { ErrorResponse } from './schemas.ts';
@@ -28,8 +29,9 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
  * Every code a route can answer with: always 500 and 503 (shutdown); by its class
  * (authenticated: a malformed `X-Organization-ID`, 401, 403, 429, and CSRF on unsafe
  * methods; public: 429 and CSRF on unsafe methods); by its method and schema (a body:
- * 400/413/415; params or querystring: 400; a path parameter too long for the router:
- * 404); and the codes it declares itself.
+ * 400/413/415; params or querystring: 400; a path parameter too long for the router, or
+ * an unknown organization named by a service token where it may act: 404); and the codes
+ * it declares itself.
  */
 function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' | 'config'>, routeClass: RouteClass): Set<ErrorCode> {
   const methods = new Set((Array.isArray(route.method) ? route.method : [route.method]).map((method) => method.toUpperCase()));
@@ -45,6 +47,8 @@ function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' |
   if ([...methods].some((method) => BODY_METHODS.has(method))) add('INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE');
   if (schema.params || schema.querystring) add('INVALID_INPUT');
   if (/[:*]/.test(route.url ?? '')) add('NOT_FOUND');
+  // A service token naming an organization that does not exist (CONTRACT.md §5d).
+  if ([...methods].some((method) => serviceTokenRoute(method, route.url)?.scope === 'organization')) add('NOT_FOUND');
   add(...(route.config?.errors ?? []));
   return codes;
 }

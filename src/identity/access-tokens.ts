@@ -5,7 +5,7 @@ import { type Db, queryRows, sql } from '../db/client.ts';
 import { apiTokens, connectSessions, memberships, personalAccessTokens } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
 import type { Work } from '../http/unit-of-work.ts';
-import { membershipOf } from '../organizations/organizations.ts';
+import { getOrganization, membershipOf } from '../organizations/organizations.ts';
 import { requireRole, requireSessionUser, roleAtLeast } from './authorize.ts';
 import { API_TOKEN_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX } from './credentials.ts';
 
@@ -28,13 +28,15 @@ export interface PersonalAccessTokenInfo extends TokenInfo {
 /** A token just created: `token` is its value, shown this once. */
 export type Created<T> = T & { token: string };
 
-function assertFuture(expiresAt: Date | null | undefined): void {
+/** 400 unless `expiresAt` (when given) is in the future. */
+export function assertFuture(expiresAt: Date | null | undefined): void {
   if (expiresAt && expiresAt.getTime() <= Date.now()) {
     throw new AppError('INVALID_INPUT', { details: [{ path: 'expiresAt', message: 'must be in the future' }] });
   }
 }
 
-function assertName(name: string): string {
+/** A token's name, trimmed: 1–100 characters, else 400. */
+export function assertName(name: string): string {
   const trimmed = name.trim();
   if (!trimmed || trimmed.length > 100) throw new AppError('INVALID_INPUT', { details: [{ path: 'name', message: 'must be 1–100 characters' }] });
   return trimmed;
@@ -116,17 +118,13 @@ export async function revokePersonalAccessToken(work: Work, input: { id: string 
 
 /**
  * Creates an API token for an organization the signed-in user (not impersonating) is an owner
- * or admin of: `organizationId`, default the current one. Another organization's role is read
- * from its membership row, so a non-member and a member below admin both get 403.
+ * or admin of, or a service token acts in: `organizationId`, default the current one. Another
+ * organization's role is read from its membership row, so a non-member and a member below
+ * admin both get 403; a service token may name any organization there is (else 404).
  */
 export async function createApiToken(work: Work, input: { name: string; expiresAt?: Date | null; organizationId?: string | null; quota?: number }): Promise<Created<TokenInfo>> {
-  const user = requireSessionUser(work.actor.principal);
-  const organizationId = input.organizationId ?? user.organizationId;
-  if (organizationId === user.organizationId) requireRole(user, organizationId, 'admin');
-  else {
-    const membership = await membershipOf(work.db, organizationId, user.userId);
-    if (!membership || !roleAtLeast(membership.role, 'admin')) throw new AppError('FORBIDDEN', { message: 'This needs the admin role or higher in the organization' });
-  }
+  const creator = await apiTokenCreator(work, input.organizationId);
+  const { organizationId } = creator;
   const name = assertName(input.name);
   assertFuture(input.expiresAt);
   if (input.quota !== undefined) await assertApiTokenQuota(work.db, organizationId, input.quota);
@@ -139,7 +137,7 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
       name,
       tokenHash: hashToken(token),
       lastFour: token.slice(-4),
-      createdBy: user.userId,
+      createdBy: creator.userId,
       expiresAt: input.expiresAt ?? null,
     })
     .returning();
@@ -148,16 +146,36 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
   return { ...apiTokenInfo(row), token };
 }
 
+/** Who may create an API token for `wanted` (default: where the caller acts), and for which organization. */
+async function apiTokenCreator(work: Work, wanted: string | null | undefined): Promise<{ organizationId: string; userId: string | null }> {
+  const principal = work.actor.principal;
+  if (principal?.kind === 'service_token') {
+    const organizationId = wanted ?? principal.organizationId;
+    if (organizationId !== principal.organizationId && !(await getOrganization(work.db, organizationId))) throw new AppError('NOT_FOUND', { message: 'No such organization' });
+    return { organizationId, userId: null };
+  }
+  const user = requireSessionUser(principal);
+  const organizationId = wanted ?? user.organizationId;
+  if (organizationId === user.organizationId) requireRole(user, organizationId, 'admin');
+  else {
+    const membership = await membershipOf(work.db, organizationId, user.userId);
+    if (!membership || !roleAtLeast(membership.role, 'admin')) throw new AppError('FORBIDDEN', { message: 'This needs the admin role or higher in the organization' });
+  }
+  return { organizationId, userId: user.userId };
+}
+
 /**
  * Refuses an API token beyond the organization's `quota` of live ones (LIMIT_API_TOKENS): the
  * organization's row is locked for the count, so concurrent creations count each other.
  */
 async function assertApiTokenQuota(db: Db, organizationId: string, quota: number): Promise<void> {
+  await queryRows(db, sql`SELECT 1 FROM organizations WHERE id = ${organizationId} FOR UPDATE`);
+  // Counted by a statement of its own: its snapshot is taken after the lock, so it sees what the previous holder committed
+  // (a count in the locking statement would use that statement's snapshot, taken before the wait).
   const [row] = await queryRows<{ live: number }>(
     db,
-    sql`SELECT (SELECT count(*)::int FROM api_tokens t
-                WHERE t.organization_id = o.id AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) AS live
-        FROM organizations o WHERE o.id = ${organizationId} FOR UPDATE`,
+    sql`SELECT count(*)::int AS live FROM api_tokens
+        WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
   );
   if ((row?.live ?? 0) >= quota) {
     throw new AppError('CONFLICT', { message: `The organization has reached the limit of ${quota} live API tokens (LIMIT_API_TOKENS); revoke one first` });
@@ -216,7 +234,8 @@ function apiTokenInfo(row: typeof apiTokens.$inferSelect): TokenInfo {
   return tokenInfo(row, API_TOKEN_PREFIX);
 }
 
-function tokenInfo(
+/** A token row as listed: its display form, never its value. */
+export function tokenInfo(
   row: { id: string; name: string; lastFour: string; expiresAt: Date | null; lastUsedAt: Date | null; revokedAt: Date | null; createdAt: Date },
   prefix: string,
 ): TokenInfo {

@@ -1,7 +1,8 @@
 /**
  * From a request's credentials to its caller (CONTRACT.md §3): the `Authorization`
- * header (a PAT, an API token or a session JWT, told apart by prefix), else the
- * `session` cookie. The SQL checks are caller-check.ts; the pipeline steps, steps.ts.
+ * header (a PAT, an API token, a service token or a session JWT, told apart by prefix),
+ * else the `session` cookie. The SQL checks are caller-check.ts and service-tokens.ts;
+ * the pipeline steps, steps.ts.
  */
 import type {} from '@fastify/cookie';
 import type { FastifyRequest } from 'fastify';
@@ -10,7 +11,8 @@ import type { Principal } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import { remember } from '../lib/bounded.ts';
 import { checkCredential, type DeferredCredential, PAT_CHECK, principalFromCaller } from './caller-check.ts';
-import { API_TOKEN_PREFIX, hashToken, PAT_PREFIX, type SessionTokens } from './credentials.ts';
+import { API_TOKEN_PREFIX, hashToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX, type SessionTokens } from './credentials.ts';
+import { checkServiceToken } from './service-tokens.ts';
 
 /** The HttpOnly cookie holding the session JWT; used only when no `Authorization` header is sent. */
 export const SESSION_COOKIE = 'session';
@@ -25,6 +27,10 @@ export interface CredentialDeps {
 export async function authenticate(deps: CredentialDeps, request: FastifyRequest): Promise<Principal> {
   const token = bearerToken(request);
   if (token?.startsWith(PAT_PREFIX)) return personalAccessToken(deps.db, request, token);
+  if (token?.startsWith(SERVICE_TOKEN_PREFIX)) {
+    // Acts in whichever organization the header names: there is no binding to check it against.
+    return checkServiceToken(deps.db, { token, wanted: organizationHeader(request), method: request.method, route: request.routeOptions.url, requestId: request.id });
+  }
   const credential = token?.startsWith(API_TOKEN_PREFIX)
     ? ({ kind: 'api_token', hash: hashToken(token), touch: true } as const)
     : sessionCredential(deps.sessionTokens, token ?? sessionCookie(request));
@@ -119,13 +125,13 @@ export interface Deferred {
 /**
  * The credential's database-free part, for a route that checks the rest itself: a
  * session JWT's signature and claims, or the hash of an API token seen valid before. Null
- * (take the usual path) for cookies, PATs, API tokens not seen yet, and requests naming
- * an organization or a user to impersonate.
+ * (take the usual path) for cookies, PATs, service tokens, API tokens not seen yet, and
+ * requests naming an organization or a user to impersonate.
  */
 export function deferrable(sessionTokens: SessionTokens, request: FastifyRequest, knownApiTokens: KnownTokens): Deferred | null {
   if (request.headers['x-organization-id'] !== undefined || request.ctx.impersonateUserId !== null) return null;
   const token = bearerToken(request);
-  if (token === null || token.startsWith(PAT_PREFIX)) return null;
+  if (token === null || token.startsWith(PAT_PREFIX) || token.startsWith(SERVICE_TOKEN_PREFIX)) return null;
   if (token.startsWith(API_TOKEN_PREFIX)) return knownApiTokens.deferred(hashToken(token), Date.now());
   const credential = sessionCredential(sessionTokens, token);
   return { credential, organizationId: credential.organizationId };

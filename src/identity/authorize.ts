@@ -14,12 +14,13 @@ export function roleAtLeast(role: Role, minimum: Role): boolean {
 }
 
 /**
- * The caller, if it acts in `organizationId` with at least `minimum` (API tokens act
- * as admin); otherwise 401 (no caller) or 403. Every later feature authorizes here.
+ * The caller, if it acts in `organizationId` with at least `minimum` (API and service
+ * tokens act as admin); otherwise 401 (no caller) or 403. Every later feature authorizes here.
  */
 export function requireRole(principal: Principal | null, organizationId: string, minimum: Role): Principal {
   if (!principal) throw new AppError('UNAUTHENTICATED');
-  if (principal.organizationId !== organizationId || !roleAtLeast(principal.role, minimum)) {
+  // '' is no organization (a service token managing organizations): it holds no role anywhere.
+  if (organizationId === '' || principal.organizationId !== organizationId || !roleAtLeast(principal.role, minimum)) {
     throw new AppError('FORBIDDEN', { message: `This needs the ${minimum} role or higher in the organization` });
   }
   return principal;
@@ -28,11 +29,12 @@ export function requireRole(principal: Principal | null, organizationId: string,
 /**
  * The caller, if it may give a person `role` in `organizationId` — by inviting or by changing a
  * member's role: owners and admins may; only an owner gives `owner`; an API token gives `member`
- * only, so a leaked machine credential cannot make a lasting human admin. Service tokens (§5d)
- * will give any role: their case belongs here, beside the API token's.
+ * only, so a leaked machine credential cannot make a lasting human admin; a service token (the
+ * product's backend, §5d) gives any role.
  */
 export function requireGrantor(principal: Principal | null, organizationId: string, role: Role): Principal {
   const actor = requireRole(principal, organizationId, 'admin');
+  if (actor.kind === 'service_token') return actor;
   if (actor.kind === 'api_token' && role !== 'member') {
     throw new AppError('FORBIDDEN', { message: 'An API token can give the member role only; an owner or admin gives the admin role' });
   }
@@ -40,10 +42,10 @@ export function requireGrantor(principal: Principal | null, organizationId: stri
   return actor;
 }
 
-/** The caller, if it is a user (not an API token). */
+/** The caller, if it is a user (not an API or service token). */
 export function requireUser(principal: Principal | null): Principal & { userId: string } {
   if (!principal) throw new AppError('UNAUTHENTICATED');
-  if (!principal.userId) throw new AppError('FORBIDDEN', { message: 'This needs a user; API tokens cannot do it' });
+  if (!principal.userId) throw new AppError('FORBIDDEN', { message: 'This needs a user; API and service tokens cannot do it' });
   return principal as Principal & { userId: string };
 }
 

@@ -123,7 +123,8 @@ export function principalFromCaller(
   row: CallerColumns | undefined,
   via?: { viaCookie?: boolean; impersonatorId?: string },
 ): Principal {
-  if (!row?.caller_active || !row.caller_organization_id || !row.caller_credential_id) {
+  // An organization of '' is a service token acting in none (service-tokens.ts); null is no organization at all.
+  if (!row?.caller_active || row.caller_organization_id == null || !row.caller_credential_id) {
     throw new AppError('UNAUTHENTICATED', { message: credential.kind === 'jwt' ? 'The session has ended; sign in again' : 'Invalid, expired or revoked token' });
   }
   if (!row.caller_role) throw new AppError('FORBIDDEN', { message: 'You are no longer a member of this organization' });

@@ -11,7 +11,7 @@ import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, UserSc
 import { csrfToken, login, logout, switchTo } from './session-routes.ts';
 import { findUserById, insertUser, publicUser, setDefaultOrganization } from './users.ts';
 
-/** Registration, login, logout, CSRF and account routes (CONTRACT.md §3). */
+/** Registration, login, logout, CSRF and account routes (CONTRACT.md §3); organizations have their own (organizations/routes.ts). */
 export function identityRoutes(app: TypedFastify, services: Services): void {
   register(app, services);
   login(app, services);
@@ -19,7 +19,6 @@ export function identityRoutes(app: TypedFastify, services: Services): void {
   csrfToken(app, services);
   accountAccess(app, services);
   switchTo(app, services);
-  newOrganization(app, services);
 }
 
 /** `POST /v1/register`: a user, and a personal organization they own. */
@@ -71,7 +70,7 @@ function accountAccess(app: TypedFastify, services: Services): void {
             user: Type.Union([Type.Object({ id: Type.String(), email: Type.String(), name: Type.String(), systemAdmin: Type.Boolean() }), Type.Null()]),
             organization: OrganizationWithRoleSchema,
             organizations: Type.Array(OrganizationWithRoleSchema),
-            authMethod: Type.Union([Type.Literal('jwt'), Type.Literal('pat'), Type.Literal('api_token')]),
+            authMethod: Type.Union([Type.Literal('jwt'), Type.Literal('pat'), Type.Literal('api_token'), Type.Literal('service_token')]),
             impersonator: Type.Optional(Type.Object({ id: Type.String(), email: Type.String() })),
           }),
         },
@@ -95,32 +94,6 @@ function accountAccess(app: TypedFastify, services: Services): void {
         authMethod: principal.kind,
         ...(impersonator ? { impersonator: { id: impersonator.id, email: impersonator.email } } : {}),
       };
-    },
-  );
-}
-
-/** `POST /v1/organizations`: a new organization, owned by the calling user. */
-function newOrganization(app: TypedFastify, services: Services): void {
-  app.post(
-    '/v1/organizations',
-    {
-      config: { auth: 'authenticated', errors: [] },
-      schema: {
-        summary: 'Create an organization; the caller becomes its owner',
-        tags: ['organizations'],
-        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 1000 }) }, { additionalProperties: false }),
-        response: { 201: Type.Object({ success: Type.Literal(true), organization: OrganizationSchema }) },
-      },
-    },
-    async (request, reply) => {
-      const principal = requireUser(request.ctx.principal);
-      const organization = await createOrganization(await unitOfWork(request, services), {
-        name: request.body.name,
-        ownerUserId: principal.userId,
-        quota: services.config.limits.organizationsPerUser,
-      });
-      reply.code(201);
-      return { success: true as const, organization };
     },
   );
 }

@@ -11,7 +11,7 @@ import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Principal } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import type { PipelineSlots } from '../http/pipeline.ts';
-import type { RateLimiter } from '../http/rate-limit.ts';
+import { type RateLimiter, SERVICE_TOKEN_KEY } from '../http/rate-limit.ts';
 import { authenticate, bearerToken, deferrable, KnownTokens, organizationHeader, SESSION_COOKIE } from './authenticate.ts';
 import { type CallerColumns, type DeferredCredential, principalFromCaller } from './caller-check.ts';
 import { hashToken, type SessionTokens } from './credentials.ts';
@@ -27,7 +27,7 @@ declare module '../http/context.ts' {
      * own statement (`callerCheck`, then `principalFromCaller`).
      */
     deferredCredential?: DeferredCredential;
-    /** What the rate limiter counts against: the user (`user:<id>`), or the API token's hash. */
+    /** What the rate limiter counts against: the user (`user:<id>`), the API token's hash, or the service token (`SERVICE_TOKEN_KEY`). */
     credentialKey?: string;
     /** The organization the caller acts in: every credential acting there shares one more budget. */
     organizationKey?: string;
@@ -78,13 +78,17 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
         const hash = hashToken(bearerToken(request) ?? '');
         knownApiTokens.add(hash, principal.organizationId, Date.now());
         request.ctx.credentialKey = `api_token:${hash}`;
+      } else if (principal.kind === 'service_token') {
+        // Its own budget, RATE_LIMIT_SERVICE_MAX (the limiter tells it by this prefix).
+        request.ctx.credentialKey = `${SERVICE_TOKEN_KEY}${principal.credentialId}`;
       } else {
         // A user's sessions and PATs share one budget (the caller's, before any impersonation).
         request.ctx.credentialKey = `user:${principal.userId}`;
       }
       if (request.ctx.impersonateUserId !== null) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
       request.ctx.principal = principal;
-      request.ctx.organizationKey = principal.organizationId;
+      // A service token managing organizations acts in none: only its own budget applies (decision 128).
+      if (principal.organizationId !== '') request.ctx.organizationKey = principal.organizationId;
     },
     systemAdmin(request) {
       request.ctx.systemAdmin = request.ctx.principal?.systemAdmin === true;

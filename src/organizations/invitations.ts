@@ -94,7 +94,7 @@ function acceptUrl(publicUrl: string, id: string, token: string): string {
 export async function inviteMember(work: UnitOfWork, input: { organizationId: string; email: string; role: Role; publicUrl: string }): Promise<Invitation> {
   const { organizationId, role } = input;
   const actor = requireGrantor(work.actor.principal, organizationId, role);
-  const isOwner = actor.role === 'owner';
+  const isOwner = actor.role === 'owner' || actor.kind === 'service_token';
   const address = checkedEmail(input.email);
   const normalized = normalizeEmail(address);
   const acceptToken = newSecret();
@@ -272,7 +272,7 @@ export async function revokeInvitation(work: Work, input: { organizationId: stri
     .for('update', { of: invitations });
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such invitation' });
   if (row.status !== 'pending') throw new AppError('CONFLICT', { message: ANSWERED[row.status] });
-  if (row.role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can revoke an owner invitation' });
+  if (row.role === 'owner' && actor.role !== 'owner' && actor.kind !== 'service_token') throw new AppError('FORBIDDEN', { message: 'Only owners can revoke an owner invitation' });
   await markAnswered(work.db, organizationId, row.id, 'revoked');
   await recordAudit(work.db, work.actor, { organizationId, action: 'invitation.revoked', targetType: 'invitation', targetId: row.id, detail: { email: row.email, role: row.role } });
   return invitationOf({ ...row, status: 'revoked' });

@@ -1,5 +1,5 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
-import { PRODUCT_ID, newId as ulid } from '../lib/ids.ts';
+import { monotonicIds, PRODUCT_ID } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
 import { type Db, queryRows } from '../db/client.ts';
 import { memberships, organizations, users } from '../db/schema.ts';
@@ -39,43 +39,53 @@ export function checkExternalId(externalId: string, path = 'externalId'): string
   return externalId;
 }
 
+/** Organization ids keep increasing within a millisecond too: listings are newest first by id (manage.ts). */
+const nextOrganizationId = monotonicIds();
+
 /**
  * Refuses an organization beyond the `quota` its creator may hold (LIMIT_ORGANIZATIONS_PER_USER):
  * the user's row is locked for the count, so concurrent creations count each other.
  */
 async function assertOrganizationQuota(db: Db, userId: string, quota: number): Promise<void> {
-  const [row] = await queryRows<{ created: number }>(
-    db,
-    sql`SELECT (SELECT count(*)::int FROM organizations WHERE created_by_user_id = u.id) AS created FROM users u WHERE u.id = ${userId} FOR UPDATE`,
-  );
+  await queryRows(db, sql`SELECT 1 FROM users WHERE id = ${userId} FOR UPDATE`);
+  // Counted by a statement of its own, whose snapshot follows the lock: it sees what the previous holder committed.
+  const [row] = await queryRows<{ created: number }>(db, sql`SELECT count(*)::int AS created FROM organizations WHERE created_by_user_id = ${userId}`);
   if ((row?.created ?? 0) >= quota) {
     throw new AppError('CONFLICT', { message: `You have reached the limit of ${quota} organizations per user (LIMIT_ORGANIZATIONS_PER_USER)` });
   }
 }
 
+/** Who creates an organization: a user, who becomes its owner, or a service token (no member until someone is invited). */
+export type OrganizationCreator = { ownerUserId: string } | { serviceTokenId: string };
+
 /**
- * Creates an organization owned by `ownerUserId`, queues `organization.created` and audits it.
- * With an `externalId`, the owner may not have created another with the same one: 409. With a
- * `quota` (a person asking, not start-up or a first sign-in), the user's organizations past it: 409.
+ * Creates an organization, queues `organization.created` and audits it. A user creating it
+ * becomes its owner; with an `externalId`, they may not have created another with the same
+ * one (409), and with a `quota` (a person asking, not start-up or a first sign-in) not more
+ * organizations than that (409). One created by a service token has no member, and its
+ * `externalId` is unique among all organizations service tokens created (409).
  */
-export async function createOrganization(work: UnitOfWork, input: { name: string; ownerUserId: string; externalId?: string | null; quota?: number }): Promise<OrganizationRef> {
+export async function createOrganization(work: UnitOfWork, input: OrganizationCreator & { name: string; externalId?: string | null; quota?: number }): Promise<OrganizationRef> {
   const name = normalizeOrganizationName(input.name);
   const externalId = input.externalId == null ? null : checkExternalId(input.externalId);
-  if (input.quota !== undefined) await assertOrganizationQuota(work.db, input.ownerUserId, input.quota);
-  const id = ulid();
-  // The unique index (created_by_user_id, external_id) decides, a concurrent twin included:
-  // no row inserted means the user already created one with that external id.
+  const ownerUserId = 'ownerUserId' in input ? input.ownerUserId : null;
+  if (ownerUserId !== null && input.quota !== undefined) await assertOrganizationQuota(work.db, ownerUserId, input.quota);
+  const id = nextOrganizationId();
+  // The unique indexes ((created_by_user_id, external_id); external_id among service tokens'
+  // organizations) decide, a concurrent twin included: no row inserted means a conflict.
   const inserted = await work.db
     .insert(organizations)
-    .values({ id, name, externalId, createdByUserId: input.ownerUserId })
+    .values({ id, name, externalId, createdByUserId: ownerUserId, createdByServiceTokenId: 'serviceTokenId' in input ? input.serviceTokenId : null })
     .onConflictDoNothing()
     .returning({ id: organizations.id });
-  if (inserted.length === 0) throw new AppError('CONFLICT', { message: 'You already created an organization with that externalId' });
-  await work.db.insert(memberships).values({ organizationId: id, userId: input.ownerUserId, role: 'owner' });
+  if (inserted.length === 0) {
+    throw new AppError('CONFLICT', { message: ownerUserId === null ? 'An organization with that externalId exists already' : 'You already created an organization with that externalId' });
+  }
+  if (ownerUserId !== null) await work.db.insert(memberships).values({ organizationId: id, userId: ownerUserId, role: 'owner' });
   await work.outbox.emit(work.db, work.afterCommit, {
     organizationId: id,
     type: 'organization.created',
-    data: { organization: { id, name, ...(externalId === null ? {} : { externalId }) }, createdBy: input.ownerUserId },
+    data: { organization: { id, name, ...(externalId === null ? {} : { externalId }) }, createdBy: ownerUserId },
   });
   await recordAudit(work.db, work.actor, { organizationId: id, action: 'organization.created', targetType: 'organization', targetId: id });
   return { id, name, externalId };

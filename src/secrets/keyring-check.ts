@@ -7,7 +7,10 @@ export async function missingKeyIds(db: Db, keyring: Keyring): Promise<string[]>
   const rows = await queryRows<{ key_id: string }>(
     db,
     sql`SELECT DISTINCT key_id FROM (
-          SELECT key_id FROM integration_secrets WHERE NOT (key_id = ANY(${sql.param(known)}::text[])) LIMIT 100
+          (SELECT key_id FROM integration_secrets WHERE NOT (key_id = ANY(${sql.param(known)}::text[])) LIMIT 100)
+          UNION ALL
+          -- Grants still to revoke carry their tokens encrypted too (integrations/revocations.ts).
+          (SELECT key_id FROM grant_revocations WHERE NOT (key_id = ANY(${sql.param(known)}::text[])) LIMIT 100)
         ) AS unknown_keys`,
   );
   return rows.map((row) => row.key_id);

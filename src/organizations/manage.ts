@@ -1,0 +1,107 @@
+/**
+ * Organizations managed as a whole (CONTRACT.md §5d): listed, read, renamed and deleted —
+ * by a product's service token across its customers, or by an organization's own people.
+ * `listOrganizations` answers for any caller the route has authorized (a system
+ * administrator's console may list with it too).
+ */
+import { and, desc, eq, lt, type SQL } from 'drizzle-orm';
+import { recordAudit } from '../audit/audit.ts';
+import { type Db, queryRows, sql } from '../db/client.ts';
+import { organizations } from '../db/schema.ts';
+import type { Principal, Role } from '../http/context.ts';
+import { AppError } from '../http/errors.ts';
+import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
+import { requireUser, roleAtLeast } from '../identity/authorize.ts';
+import { ULID } from '../lib/ids.ts';
+import { membershipOf, normalizeOrganizationName, type OrganizationRef } from './organizations.ts';
+
+export interface OrganizationListed extends OrganizationRef {
+  createdAt: Date;
+}
+
+export interface OrganizationPage {
+  organizations: OrganizationListed[];
+  pageInfo: { endCursor: string | null; hasNextPage: boolean };
+}
+
+const listed = { id: organizations.id, name: organizations.name, externalId: organizations.externalId, createdAt: organizations.createdAt };
+
+/**
+ * Organizations newest first, `first` at a time after the cursor `after` (an organization id,
+ * the previous page's `endCursor`), optionally only those with `externalId`.
+ */
+export async function listOrganizations(db: Db, input: { first: number; after?: string; externalId?: string }): Promise<OrganizationPage> {
+  if (input.after !== undefined && !ULID.test(input.after)) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'querystring.after', message: 'must be an endCursor from an earlier page' }] });
+  }
+  const where: SQL[] = [];
+  if (input.externalId !== undefined) where.push(eq(organizations.externalId, input.externalId));
+  if (input.after !== undefined) where.push(lt(organizations.id, input.after));
+  const rows = await db
+    .select(listed)
+    .from(organizations)
+    .where(and(...where))
+    .orderBy(desc(organizations.id))
+    .limit(input.first + 1);
+  const page = rows.slice(0, input.first);
+  return { organizations: page, pageInfo: { endCursor: page.at(-1)?.id ?? null, hasNextPage: rows.length > input.first } };
+}
+
+/**
+ * The organization `id` if the caller may act on it with at least `minimum`: a service token
+ * on any organization (as an admin there); a user where they act (the session's or the PAT's
+ * organization) or, with a session, where they are a member. An organization that does not
+ * exist or that the caller does not belong to is 404 alike; too low a role, 403. With `lock`,
+ * the row is held for the rest of the transaction.
+ */
+export async function organizationFor(work: Work, id: string, minimum: Role, options: { lock?: boolean } = {}): Promise<OrganizationListed & { principal: Principal }> {
+  const principal = work.actor.principal;
+  const notFound = new AppError('NOT_FOUND', { message: 'No such organization' });
+  if (!ULID.test(id)) throw notFound;
+  if (principal?.kind !== 'service_token') {
+    const user = requireUser(principal);
+    const role = user.organizationId === id ? user.role : user.kind === 'jwt' ? (await membershipOf(work.db, id, user.userId))?.role : undefined;
+    if (role === undefined) throw notFound;
+    if (!roleAtLeast(role, minimum)) throw new AppError('FORBIDDEN', { message: `This needs the ${minimum} role or higher in the organization` });
+  }
+  const query = work.db.select(listed).from(organizations).where(eq(organizations.id, id));
+  const [row] = options.lock ? await query.for('update') : await query;
+  if (!row || !principal) throw notFound;
+  return { ...row, principal };
+}
+
+/** Renames an organization (owner/admin, or a service token). */
+export async function renameOrganization(work: Work, input: { id: string; name: string }): Promise<OrganizationListed> {
+  const name = normalizeOrganizationName(input.name);
+  const { principal: _principal, ...organization } = await organizationFor(work, input.id, 'admin', { lock: true });
+  await work.db.update(organizations).set({ name, updatedAt: new Date() }).where(eq(organizations.id, organization.id));
+  await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'organization.renamed', targetType: 'organization', targetId: organization.id, detail: { from: organization.name, to: name } });
+  return { ...organization, name };
+}
+
+/**
+ * Deletes an organization the caller has locked (`organizationFor` with `lock`), once its
+ * integrations are gone: its members' default organization moves to another of theirs (or
+ * none: their next sign-in makes them a new personal one), `organization.deleted` is queued
+ * and audited, and the row goes with its memberships, invitations, API tokens and connect
+ * sessions (foreign keys, on delete cascade). Audit rows and events have no foreign key: they stay.
+ */
+export async function deleteOrganization(work: UnitOfWork, organization: OrganizationRef, deleted: { integrations: number }): Promise<void> {
+  const { id } = organization;
+  await queryRows(
+    work.db,
+    sql`UPDATE users u SET updated_at = now(), default_organization_id = (
+          SELECT m.organization_id FROM memberships m WHERE m.user_id = u.id AND m.organization_id <> ${id}
+          ORDER BY m.created_at, m.organization_id LIMIT 1)
+        WHERE u.id IN (SELECT user_id FROM memberships WHERE organization_id = ${id}) AND u.default_organization_id = ${id}
+        RETURNING 1`,
+  );
+  // Written before the row goes: the event reads as the organization was.
+  await work.outbox.emit(work.db, work.afterCommit, {
+    organizationId: id,
+    type: 'organization.deleted',
+    data: { externalId: organization.externalId, organization: { id, name: organization.name, externalId: organization.externalId }, deleted },
+  });
+  await recordAudit(work.db, work.actor, { organizationId: id, action: 'organization.deleted', targetType: 'organization', targetId: id, detail: { name: organization.name, ...deleted } });
+  await work.db.delete(organizations).where(eq(organizations.id, id));
+}

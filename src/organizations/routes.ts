@@ -1,0 +1,147 @@
+/**
+ * Organizations over REST (CONTRACT.md §3, §5d): a user creates one and owns it; a product's
+ * service token creates, finds (by its own `externalId`), renames and deletes its customers'
+ * organizations. Deleting one offboards it: everything it holds goes in one transaction, and
+ * its grants are revoked at their providers after the commit.
+ */
+import { Type } from 'typebox';
+import { AppError } from '../http/errors.ts';
+import type { TypedFastify } from '../http/typed.ts';
+import { type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
+import { requireUser } from '../identity/authorize.ts';
+import { deleteOrganizationIntegrations } from '../integrations/delete.ts';
+import { PRODUCT_ID_PATTERN } from '../lib/ids.ts';
+import type { Services } from '../services.ts';
+import { deleteOrganization, listOrganizations, type OrganizationListed, organizationFor, renameOrganization } from './manage.ts';
+import { createOrganization } from './organizations.ts';
+
+const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for it (1–128 printable characters)" });
+const Name = Type.String({ minLength: 1, maxLength: 1000, description: '1–100 characters after trimming' });
+const Organization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]) });
+const ListedOrganization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]), createdAt: Type.String({ format: 'date-time' }) });
+const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
+function listedView(organization: OrganizationListed) {
+  return { id: organization.id, name: organization.name, externalId: organization.externalId, createdAt: organization.createdAt.toISOString() };
+}
+
+/** Every route of organizations as a whole. */
+export function organizationRoutes(app: TypedFastify, services: Services): void {
+  app.post(
+    '/v1/organizations',
+    {
+      config: { auth: 'authenticated', errors: ['CONFLICT'] },
+      schema: {
+        summary: 'Create an organization: a user becomes its owner; one a service token creates has no member until someone is invited',
+        tags: ['organizations'],
+        body: Type.Object({ name: Name, externalId: Type.Optional(ExternalId) }, { additionalProperties: false }),
+        response: { 201: Type.Object({ success: Type.Literal(true), organization: Organization }) },
+      },
+    },
+    async (request, reply) => {
+      const principal = request.ctx.principal;
+      const { name, externalId } = request.body;
+      const work = await unitOfWork(request, services);
+      const organization =
+        principal?.kind === 'service_token'
+          ? await createOrganization(work, { name, externalId, serviceTokenId: principal.credentialId })
+          : await createOrganization(work, { name, externalId, ownerUserId: requireUser(principal).userId, quota: services.config.limits.organizationsPerUser });
+      reply.code(201);
+      return { success: true as const, organization };
+    },
+  );
+
+  app.get(
+    '/v1/organizations',
+    {
+      config: { auth: 'authenticated', errors: [] },
+      schema: {
+        summary: 'Every organization, newest first, a page at a time (service tokens)',
+        tags: ['organizations'],
+        querystring: Type.Object({
+          externalId: Type.Optional(ExternalId),
+          first: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1–100 (default 20)' })),
+          after: Type.Optional(Type.String({ maxLength: 64, description: 'The endCursor of the page before' })),
+        }),
+        response: {
+          200: Type.Object({
+            success: Type.Literal(true),
+            organizations: Type.Array(ListedOrganization),
+            pageInfo: Type.Object({ endCursor: Type.Union([Type.String(), Type.Null()]), hasNextPage: Type.Boolean() }),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      if (request.ctx.principal?.kind !== 'service_token') throw new AppError('FORBIDDEN', { message: 'Listing organizations needs a service token' });
+      const { first = 20, after, externalId } = request.query;
+      const page = await listOrganizations(services.db, { first, ...(after === undefined ? {} : { after }), ...(externalId === undefined ? {} : { externalId }) });
+      return { success: true as const, organizations: page.organizations.map(listedView), pageInfo: page.pageInfo };
+    },
+  );
+
+  app.get(
+    '/v1/organizations/:id',
+    {
+      config: { auth: 'authenticated', errors: [] },
+      schema: {
+        summary: 'An organization (a member, or a service token)',
+        tags: ['organizations'],
+        params: IdParams,
+        response: { 200: Type.Object({ success: Type.Literal(true), organization: ListedOrganization }) },
+      },
+    },
+    async (request) => {
+      const organization = await organizationFor({ db: services.db, actor: { principal: request.ctx.principal, requestId: request.id } }, request.params.id, 'member');
+      return { success: true as const, organization: listedView(organization) };
+    },
+  );
+
+  app.patch(
+    '/v1/organizations/:id',
+    {
+      config: { auth: 'authenticated', errors: [] },
+      schema: {
+        summary: 'Rename an organization (owner or admin, or a service token)',
+        tags: ['organizations'],
+        params: IdParams,
+        body: Type.Object({ name: Name }, { additionalProperties: false }),
+        response: { 200: Type.Object({ success: Type.Literal(true), organization: ListedOrganization }) },
+      },
+    },
+    async (request) => {
+      const organization = await renameOrganization(await unitOfWork(request, services), { id: request.params.id, name: request.body.name });
+      return { success: true as const, organization: listedView(organization) };
+    },
+  );
+
+  app.delete(
+    '/v1/organizations/:id',
+    {
+      config: { auth: 'authenticated', errors: [] },
+      schema: {
+        summary: 'Offboard an organization (its owner, or a service token): everything it holds is deleted, its grants revoked at their providers',
+        tags: ['organizations'],
+        params: IdParams,
+        response: { 200: Type.Object({ success: Type.Literal(true), deleted: Type.Object({ integrations: Type.Integer() }) }) },
+      },
+    },
+    async (request) => {
+      const work = await unitOfWork(request, services);
+      const deleted = await offboard(services, work, request.params.id);
+      return { success: true as const, deleted };
+    },
+  );
+}
+
+/**
+ * Offboards organization `id` in `work`'s one transaction (decision 130): its integrations with
+ * their secrets and grants to revoke, then the organization with everything else it holds.
+ */
+async function offboard(services: Services, work: UnitOfWork, id: string): Promise<{ integrations: number }> {
+  if (work.actor.principal?.impersonatorId) throw new AppError('FORBIDDEN', { message: 'Not allowed while impersonating' });
+  const { principal: _principal, ...organization } = await organizationFor(work, id, 'owner', { lock: true });
+  const deleted = { integrations: await deleteOrganizationIntegrations(services, work, id) };
+  await deleteOrganization(work, organization, deleted);
+  return deleted;
+}
