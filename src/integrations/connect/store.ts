@@ -4,7 +4,7 @@ import type { Services } from '../../services.ts';
 import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
-import { revokeAfterCommit } from '../revoke.ts';
+import { grantsToRevoke } from '../delete.ts';
 import { readSecrets, replaceSecrets } from '../secrets.ts';
 import type { ConnectSessionRow } from '../sessions/sessions.ts';
 import { accessTokenExpiry, refreshTokenExpiry } from '../token-endpoint.ts';
@@ -97,6 +97,12 @@ export async function storeConnection(
     },
   });
   // Never the grant just stored: a provider may hand the same token out again.
-  if (before && previous && previous.access_token !== tokens.accessToken) revokeAfterCommit(services, work.afterCommit, { integrationId: after.id, provider, metadata: before.metadata, secrets: previous }, 'account replaced');
+  if (before && previous && previous.access_token !== tokens.accessToken) {
+    await services.revocations.queue(
+      work.tx,
+      work.afterCommit,
+      grantsToRevoke([{ organizationId, integrationId: after.id, provider: provider.id, metadata: before.metadata, secrets: previous }], 'account.replaced'),
+    );
+  }
   return { integration: { id: after.id, name: after.name, provider: provider.id }, displayName: provider.displayName };
 }
