@@ -177,6 +177,29 @@ describe('connecting through a session', () => {
     expect((await t.fastify.inject({ url: `/v1/connect/sessions/${session.id}`, headers: bearer(apiToken) })).json().session.status).toBe('completed');
   });
 
+  it('tells the product of a failed attempt: integration.connect_failed with the provider, the session, its end user and the code', async () => {
+    const { session } = (await mint(apiToken, { allowedProviders: ['github'], endUser: { id: 'cust-failed', displayName: 'Failing customer' } })).json();
+    await runFlow(session.url, gh, 'enduser', { deny: true });
+    const failed = await queryRows<{ data: Record<string, unknown> }>(
+      t.database.db,
+      sql`SELECT data FROM events WHERE organization_id = ${owner.organizationId} AND type = 'integration.connect_failed' AND data->>'sessionId' = ${session.id}`,
+    );
+    expect(failed.map((row) => row.data)).toEqual([
+      { organizationId: owner.organizationId, externalId: null, provider: 'github', endUser: { id: 'cust-failed', displayName: 'Failing customer' }, sessionId: session.id, code: 'ACCESS_DENIED' },
+    ]);
+
+    // A flow an owner started from Tessera's own page: no session, no end user.
+    const started = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/start', headers: bearer(owner.token), payload: { provider: 'github', redirectUri: RETURN } });
+    const cookie = started.cookies.find((c) => c.name === 'oauth_tx')?.value;
+    const back = new URL(gh.deny(started.json().authUrl).location);
+    await t.fastify.inject({ url: `${back.pathname}${back.search}`, headers: { cookie: `oauth_tx=${cookie}` } });
+    const pageFailures = await queryRows<{ data: Record<string, unknown> }>(
+      t.database.db,
+      sql`SELECT data FROM events WHERE organization_id = ${owner.organizationId} AND type = 'integration.connect_failed' AND data->'sessionId' = 'null'::jsonb`,
+    );
+    expect(pageFailures.map((row) => row.data)).toEqual([{ organizationId: owner.organizationId, externalId: null, provider: 'github', endUser: null, sessionId: null, code: 'ACCESS_DENIED' }]);
+  });
+
   it('connects one integration at most: of two flows of one session, the second to finish is refused', async () => {
     const { session } = (await mint(apiToken)).json();
     const { started: first, tx: cookie } = await startThroughPage(t.fastify, session.url, 'github');

@@ -3,27 +3,25 @@ import type { Keyring } from '../config/load.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { type Db, sql } from '../db/client.ts';
 import { open, type Sealed, type SecretBinding, seal } from '../secrets/crypto.ts';
+import type { EventData, EventType } from './types.ts';
 
-export type EventType =
-  | 'organization.created'
-  | 'organization.deleted'
-  | 'organization.member_invited'
-  | 'integration.connected'
-  | 'integration.status_changed'
-  | 'integration.deleted';
+export type { EventType } from './types.ts';
 
 /**
- * An event to record. `data` is delivered to every webhook with `organizationId` and the
- * organization's `externalId` added: it must never hold a secret. `secretData` is for the rare
- * secret an event exists to carry (an invitation's accept token): sealed in the row under the
- * keyring, and merged into `data` only in the delivered body.
+ * An event to record, typed by its declaration in types.ts. `data` is delivered to every
+ * webhook with `organizationId` and the organization's `externalId` added: it must never hold a
+ * secret. `secretData` is for the rare secret an event exists to carry (an invitation's accept
+ * token): sealed in the row under the keyring, and merged into `data` only in the delivered body.
  */
-export interface NewEvent {
-  organizationId: string;
-  type: EventType;
-  data: Record<string, unknown>;
-  secretData?: Record<string, string>;
-}
+export type NewEvent = {
+  [T in EventType]: { organizationId: string; type: T } & SplitData<EventData<T>>;
+}[EventType];
+
+/** The fields an event may seal (delivered like the rest, stored only encrypted). */
+type SecretField = 'acceptToken' | 'acceptUrl';
+type SplitData<D> = Extract<keyof D, SecretField> extends never
+  ? { data: D; secretData?: never }
+  : { data: Omit<D, SecretField>; secretData: Pick<D, Extract<keyof D, SecretField>> };
 
 /** What sealed event fields are bound to: another event's row does not open them. */
 function eventBinding(organizationId: string, eventId: string): SecretBinding {

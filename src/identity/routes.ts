@@ -5,7 +5,6 @@ import type { TypedFastify } from '../http/typed.ts';
 import { unitOfWork } from '../http/unit-of-work.ts';
 import { createOrganization, getOrganization, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
-import { requireUser } from './authorize.ts';
 import { assertMayRegister } from './registration.ts';
 import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, UserSchema } from './schemas.ts';
 import { csrfToken, login, logout, switchTo } from './session-routes.ts';

@@ -4,7 +4,8 @@ import { AppError, type ErrorCode } from '../../http/errors.ts';
 import type { Principal } from '../../http/context.ts';
 import { authenticateOptional } from '../../identity/authenticate.ts';
 import { membershipOf } from '../../organizations/organizations.ts';
-import { type ConnectSession, completeSession, findSession, grantorLost, sessionStatus } from '../sessions/sessions.ts';
+import { type ConnectSession, completeSession, findSession, grantorLost, recordSessionError, sessionStatus } from '../sessions/sessions.ts';
+import { systemUnitOfWork } from '../../http/unit-of-work.ts';
 import { open } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
@@ -77,6 +78,22 @@ export async function completeConnect(services: Services, request: FastifyReques
     throw fail(grantorLost(await findSession(tx, state.organizationId, session.id)) ? GRANTOR_LOST() : SESSION_ENDED());
   }
   return { ...result, state };
+}
+
+/**
+ * Records a failed attempt of a flow whose state was claimed, in a transaction of its own (the
+ * request's was rolled back): on its connect session (which stays usable until it expires) and
+ * as `integration.connect_failed`, so the product hears of it (CONTRACT.md §7).
+ */
+export async function recordFailedAttempt(services: Services, state: StateRow, code: ErrorCode, requestId: string): Promise<void> {
+  await systemUnitOfWork(services.db, services.outbox, { principal: null, requestId }, async (work) => {
+    const endUser = state.connectSessionId ? await recordSessionError(work.db, state.organizationId, state.connectSessionId, code) : null;
+    await work.outbox.emit(work.db, work.afterCommit, {
+      organizationId: state.organizationId,
+      type: 'integration.connect_failed',
+      data: { provider: state.provider, endUser, sessionId: state.connectSessionId ?? null, code },
+    });
+  });
 }
 
 const SESSION_ENDED = () => new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });

@@ -3,9 +3,8 @@ import type { FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
-import { CallbackFailure, callbackRedirect, completeConnect, type FlowOutcome } from '../connect/callback.ts';
+import { CallbackFailure, callbackRedirect, completeConnect, type FlowOutcome, recordFailedAttempt } from '../connect/callback.ts';
 import type { StateRow } from '../state.ts';
-import { recordSessionError } from '../sessions/sessions.ts';
 import { CONNECT_PAGE_HEADERS, flowDonePage } from '../../web/connect-pages.ts';
 import { ProviderId } from './shared.ts';
 
@@ -98,11 +97,10 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
 }
 
 /**
- * A flow that failed once its state was claimed: the request's writes are undone, and a
- * connect session remembers why its last attempt failed (it stays usable until it expires).
+ * A flow that failed once its state was claimed: the request's writes are undone, then the
+ * failure is recorded (on its connect session, and as `integration.connect_failed`).
  */
 async function flowFailed(request: FastifyRequest, services: Services, failure: CallbackFailure): Promise<void> {
   await request.ctx.rollback();
-  const { state } = failure;
-  if (state.connectSessionId) await recordSessionError(services.db, state.organizationId, state.connectSessionId, failure.appError.code);
+  await recordFailedAttempt(services, failure.state, failure.appError.code, request.id);
 }

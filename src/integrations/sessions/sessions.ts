@@ -165,10 +165,12 @@ export async function completeSession(tx: Db, organizationId: string, id: string
   return row !== undefined;
 }
 
-/** Records why an attempt failed; the session stays usable until it expires. */
-export async function recordSessionError(db: Db, organizationId: string, id: string, code: string): Promise<void> {
-  await db
+/** Records why an attempt failed (the session stays usable until it expires); the session's end user, for the event. */
+export async function recordSessionError(db: Db, organizationId: string, id: string, code: string): Promise<EndUser | null> {
+  const [row] = await db
     .update(connectSessions)
     .set({ lastError: code })
-    .where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id), eq(connectSessions.status, 'pending')));
+    .where(and(eq(connectSessions.organizationId, organizationId), eq(connectSessions.id, id), eq(connectSessions.status, 'pending')))
+    .returning({ endUser: connectSessions.endUser });
+  return row?.endUser ?? null;
 }
