@@ -468,7 +468,8 @@ async function loadAll({ announce = false } = {}) {
     if (generation !== state.generation) return;
     state.access = access;
     state.providers = providers.providers;
-    state.integrations = list.integrations;
+    // The organization's own connections (one per provider); end users' own are the product's to show.
+    state.integrations = list.integrations.filter((integration) => !integration.endUser);
     state.statuses = new Map();
     state.statusErrors = new Map();
     state.myInvitations = invitations.myInvitations;
