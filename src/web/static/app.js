@@ -468,8 +468,7 @@ async function loadAll({ announce = false } = {}) {
     if (generation !== state.generation) return;
     state.access = access;
     state.providers = providers.providers;
-    // The organization's own connections (one per provider); end users' own are the product's to show.
-    state.integrations = list.integrations.filter((integration) => !integration.endUser);
+    state.integrations = list.integrations;
     state.statuses = new Map();
     state.statusErrors = new Map();
     state.myInvitations = invitations.myInvitations;
