@@ -49,15 +49,51 @@ function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' |
   return codes;
 }
 
-/** Adds the route's error responses (the error shape, described by the codes of each status) and its security to its OpenAPI schema. */
+/**
+ * Routes that take credentials from the Authorization header only: a cookie session gets 401
+ * there (CONTRACT.md §4: raw token reads and proxy calls; §5a: connect sessions as they are
+ * today). Their OpenAPI security names the bearer scheme alone. Test `openapi-contract`
+ * checks each against the route's behaviour.
+ */
+const HEADER_CREDENTIALS_ONLY: readonly RegExp[] = [/^\/v1\/integrations\/:provider\/(token|proxy\/\*)$/, /^\/v1\/connect\/sessions(\/:id)?$/];
+
+/**
+ * Statuses a passthrough route (one documenting `default`: the proxy) answers with either
+ * its own error or the provider's own answer: every 4xx except those the token policy turns
+ * into Tessera's errors (a provider's 401 is a revocation, its 429 PROVIDER_RATE_LIMITED).
+ */
+function passedThrough(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 401 && status !== 429;
+}
+
+/** What OpenAPI names as the security of a route of this class at this URL. */
+export function routeSecurity(url: string, routeClass: RouteClass): Record<string, string[]>[] {
+  if (routeClass !== 'authenticated') return [];
+  return HEADER_CREDENTIALS_ONLY.some((pattern) => pattern.test(url)) ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { sessionCookie: [] }];
+}
+
+/**
+ * Adds the route's error responses (the error shape, described by the codes of each status)
+ * and its security to its OpenAPI schema; a documented route must name its tag (the generated
+ * client's grouping and the prefix of its operationId).
+ */
 export function documentRouteErrors(route: RouteOptions, routeClass: RouteClass): void {
   const schema = (route.schema ??= {}) as FastifySchema & Record<string, unknown>;
+  if (!schema.hide && !(Array.isArray(schema.tags) && schema.tags.length > 0)) throw new Error(`route ${route.method} ${route.url} names no OpenAPI tag (schema.tags)`);
   const responses = (schema.response ??= {}) as Record<string, unknown>;
+  const passthrough = 'default' in responses;
   const codes = routeErrorCodes(route, routeClass);
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) byStatus.set(ERROR_CODES[code].status, [...(byStatus.get(ERROR_CODES[code].status) ?? []), code]);
   for (const [status, listed] of [...byStatus].sort(([a], [b]) => a - b)) {
-    if (!(status in responses)) responses[status] = { ...ErrorResponse, description: listed.join(', ') };
+    if (status in responses) continue;
+    responses[status] =
+      passthrough && passedThrough(status)
+        ? { description: `${listed.join(', ')}, or the provider's own ${status} passed through with its body`, anyOf: [ErrorResponse, PROVIDER_BODY] }
+        : { ...ErrorResponse, description: listed.join(', ') };
   }
-  schema.security ??= routeClass === 'authenticated' ? [{ bearerAuth: [] }, { sessionCookie: [] }] : [];
+  schema.security ??= routeSecurity(route.url ?? '', routeClass);
 }
+
+/** A provider's body as the proxy passes it through: whatever the provider sent. */
+export const PROVIDER_BODY = { description: "The provider's own body, as it sent it" };
