@@ -108,7 +108,7 @@ function newOrganization(app: TypedFastify, services: Services): void {
       schema: {
         summary: 'Create an organization; the caller becomes its owner',
         tags: ['organizations'],
-        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 1000 }) }, { additionalProperties: false }),
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 100, description: '1–100 characters (after trimming)' }) }, { additionalProperties: false }),
         response: { 201: Type.Object({ success: Type.Literal(true), organization: OrganizationSchema }) },
       },
     },
