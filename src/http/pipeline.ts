@@ -186,6 +186,9 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
   app.addHook('onRequest', async (request, reply) => {
     request.ctx = new RequestContext(request.id, request.log);
     await runSteps(stepsOf[request.routeOptions.config.auth ?? 'unauthenticated'], request, reply);
+    // No route for this method and path: answered before Fastify reads a body it would judge by the method's own
+    // rules (a QUERY without Content-Type, a PROPFIND with XML), so an unknown method is a 404 like an unknown path.
+    if (request.is404) throw notFound(request);
   });
 
   app.addHook('onResponse', async (request, reply) => {
@@ -216,8 +219,12 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
   });
 
   app.setNotFoundHandler(async (request) => {
-    throw new AppError('NOT_FOUND', { message: `No route for ${request.method} ${pathOnly(request.url)}` });
+    throw notFound(request);
   });
+}
+
+function notFound(request: FastifyRequest): AppError {
+  return new AppError('NOT_FOUND', { message: `No route for ${request.method} ${pathOnly(request.url)}` });
 }
 
 /**

@@ -74,12 +74,12 @@ export function routeSecurity(url: string, routeClass: RouteClass): Record<strin
 
 /**
  * Adds the route's error responses (the error shape, described by the codes of each status)
- * and its security to its OpenAPI schema; a documented route must name its tag (the generated
- * client's grouping and the prefix of its operationId).
+ * and its security to its OpenAPI schema, and a tag when it names none (the generated
+ * client's grouping and the prefix of its operationId): its path's first segment.
  */
 export function documentRouteErrors(route: RouteOptions, routeClass: RouteClass): void {
   const schema = (route.schema ??= {}) as FastifySchema & Record<string, unknown>;
-  if (!schema.hide && !(Array.isArray(schema.tags) && schema.tags.length > 0)) throw new Error(`route ${route.method} ${route.url} names no OpenAPI tag (schema.tags)`);
+  if (!(Array.isArray(schema.tags) && schema.tags.length > 0)) schema.tags = [defaultTag(route.url ?? '')];
   const responses = (schema.response ??= {}) as Record<string, unknown>;
   const passthrough = 'default' in responses;
   const codes = routeErrorCodes(route, routeClass);
@@ -93,6 +93,12 @@ export function documentRouteErrors(route: RouteOptions, routeClass: RouteClass)
         : { ...ErrorResponse, description: listed.join(', ') };
   }
   schema.security ??= routeSecurity(route.url ?? '', routeClass);
+}
+
+/** `/v1/widgets/:id` → `widgets`: the tag of a route that names none. */
+function defaultTag(url: string): string {
+  const first = url.split('/').find((segment) => segment !== '' && segment !== 'v1' && !/^[:*]/.test(segment));
+  return first?.replace(/[^A-Za-z0-9_-]/g, '') || 'default';
 }
 
 /** A provider's body as the proxy passes it through: whatever the provider sent. */
