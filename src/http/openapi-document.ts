@@ -130,6 +130,8 @@ export function operationIdFor(method: string, path: string, operation: Json, mu
 function documentHeaders(operation: Json, cookies: string | undefined): void {
   const ref = (name: keyof typeof RESPONSE_HEADERS) => ({ $ref: `#/components/headers/${name}` });
   for (const [status, response] of Object.entries((operation.responses ?? {}) as Record<string, Json>)) {
+    // The generator's placeholder for a success schema without a description of its own.
+    if (response.description === 'Default Response') response.description = status === '201' ? 'Created' : 'Success';
     const headers = { ...((response.headers as Json | undefined) ?? {}), 'X-Request-ID': ref('X-Request-ID') } as Json;
     if (status === '429' || status === '503') headers['Retry-After'] = ref('Retry-After');
     // Per operation: which cookies is the whole point of its description.

@@ -1,4 +1,5 @@
 import type { TypedFastify } from '../http/typed.ts';
+import { docsPageRoutes } from './docs-page.ts';
 import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
 
 export { CONTENT_SECURITY_POLICY } from './static-files.ts';
@@ -21,11 +22,12 @@ const REGISTERED = 'tesseraWebRoutes';
 
 /**
  * Serves the integrations page at `/` and its assets under `/assets/` (files read once,
- * here). Unauthenticated: the page signs in through the JSON API. Calling it twice on
- * one instance registers the routes once.
+ * here), and the API reference at `/docs`. Unauthenticated: the page signs in through the
+ * JSON API. Calling it twice on one instance registers the routes once.
  */
 export function webRoutes(app: TypedFastify): void {
   if (app.hasDecorator(REGISTERED)) return;
   app.decorate(REGISTERED, true);
   staticFileRoutes(app, STATIC_FILES, PAGE_HEADERS);
+  docsPageRoutes(app);
 }
