@@ -59,7 +59,9 @@ const NAMED_SHAPES: readonly { name: string; at: Location }[] = [
 export function nameWildcard<S extends Json>(url: string, schema: S): { url: string; schema: S; renamed: boolean } {
   if (!url.endsWith('*')) return { url, schema, renamed: false };
   const params = schema.params as Json | undefined;
-  const properties = { ...((params?.properties as Json | undefined) ?? {}) };
+  // Without a params schema the generator would derive every parameter from the URL: do the same for the others.
+  const fromUrl = Object.fromEntries([...url.matchAll(/:([A-Za-z0-9_]+)/g)].map((match) => [match[1], { type: 'string' }]));
+  const properties = { ...(params ? {} : fromUrl), ...((params?.properties as Json | undefined) ?? {}) };
   const wildcard = properties['*'] as Json | undefined;
   delete properties['*'];
   properties[WILDCARD_PARAMETER] = {
@@ -69,7 +71,7 @@ export function nameWildcard<S extends Json>(url: string, schema: S): { url: str
     description: "The provider API's path, one or more segments separated by `/` (e.g. `user/repos`), written as is: the slashes must not be percent-encoded (`%2F` is refused).",
     examples: ['user/repos'],
   };
-  const required = [...((params?.required as string[] | undefined) ?? []).filter((name) => name !== '*'), WILDCARD_PARAMETER];
+  const required = [...((params?.required as string[] | undefined) ?? Object.keys(fromUrl)).filter((name) => name !== '*'), WILDCARD_PARAMETER];
   return { url: `${url.slice(0, -1)}:${WILDCARD_PARAMETER}`, schema: { ...schema, params: { ...params, type: 'object', properties, required } }, renamed: true };
 }
 

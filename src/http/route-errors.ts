@@ -18,6 +18,8 @@ declare module 'fastify' {
      * adds none. OpenAPI documents exactly these per route.
      */
     errors?: readonly RouteErrorCode[];
+    /** `header`: credentials only from the Authorization header; a cookie session gets 401 (the pipeline checks it). */
+    credentials?: 'header';
   }
 }
 
@@ -50,12 +52,17 @@ function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' |
 }
 
 /**
- * Routes that take credentials from the Authorization header only: a cookie session gets 401
- * there (CONTRACT.md §4: raw token reads and proxy calls; §5a: connect sessions as they are
- * today). Their OpenAPI security names the bearer scheme alone. Test `openapi-contract`
- * checks each against the route's behaviour.
+ * Routes that take credentials from the Authorization header only, besides those declaring
+ * `config.credentials: 'header'` themselves (CONTRACT.md §4: raw token reads and proxy calls;
+ * §5a: connect sessions as they are today). The pipeline refuses a cookie session there (401)
+ * and OpenAPI names the bearer scheme alone.
  */
 const HEADER_CREDENTIALS_ONLY: readonly RegExp[] = [/^\/v1\/integrations\/:provider\/(token|proxy\/\*)$/, /^\/v1\/connect\/sessions(\/:id)?$/];
+
+/** Whether the route takes header credentials only (its own `config.credentials`, or the list above). */
+export function headerCredentialsOnly(route: Pick<RouteOptions, 'url' | 'config'>): boolean {
+  return route.config?.credentials === 'header' || HEADER_CREDENTIALS_ONLY.some((pattern) => pattern.test(route.url ?? ''));
+}
 
 /**
  * Statuses a passthrough route (one documenting `default`: the proxy) answers with either
@@ -66,10 +73,10 @@ function passedThrough(status: number): boolean {
   return status >= 400 && status < 500 && status !== 401 && status !== 429;
 }
 
-/** What OpenAPI names as the security of a route of this class at this URL. */
-export function routeSecurity(url: string, routeClass: RouteClass): Record<string, string[]>[] {
+/** What OpenAPI names as the security of a route: none unless authenticated; the bearer scheme alone where cookies are refused. */
+function routeSecurity(route: RouteOptions, routeClass: RouteClass): Record<string, string[]>[] {
   if (routeClass !== 'authenticated') return [];
-  return HEADER_CREDENTIALS_ONLY.some((pattern) => pattern.test(url)) ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { sessionCookie: [] }];
+  return headerCredentialsOnly(route) ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { sessionCookie: [] }];
 }
 
 /**
@@ -86,13 +93,23 @@ export function documentRouteErrors(route: RouteOptions, routeClass: RouteClass)
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) byStatus.set(ERROR_CODES[code].status, [...(byStatus.get(ERROR_CODES[code].status) ?? []), code]);
   for (const [status, listed] of [...byStatus].sort(([a], [b]) => a - b)) {
-    if (status in responses) continue;
+    const declared = responses[status] as Record<string, unknown> | undefined;
+    if (declared) {
+      // The route's own answer for this status (a health check's 503), or the pipeline's error in the one shape (shutting down).
+      if (!isErrorShape(declared)) responses[status] = { description: `${String(declared.description ?? 'The route’s own answer')}; or ${listed.join(', ')}`, anyOf: [declared, ErrorResponse] };
+      continue;
+    }
     responses[status] =
       passthrough && passedThrough(status)
         ? { description: `${listed.join(', ')}, or the provider's own ${status} passed through with its body`, anyOf: [ErrorResponse, PROVIDER_BODY] }
         : { ...ErrorResponse, description: listed.join(', ') };
   }
-  schema.security ??= routeSecurity(route.url ?? '', routeClass);
+  schema.security ??= routeSecurity(route, routeClass);
+}
+
+/** A response schema that is the error shape already (a route's own `{...ErrorResponse, description}`). */
+function isErrorShape(schema: Record<string, unknown>): boolean {
+  return (schema.properties as Record<string, unknown> | undefined)?.code === ErrorResponse.properties.code;
 }
 
 /** `/v1/widgets/:id` → `widgets`: the tag of a route that names none. */
