@@ -24,7 +24,9 @@ describe('GET /api-docs', () => {
     expect(Object.keys(document.paths)).toEqual(expect.arrayContaining(['/livez', '/readyz', '/api-docs']));
     const readyz = document.paths['/readyz'].get;
     expect(Object.keys(readyz.responses)).toEqual(['200', '500', '503']);
-    expect(readyz.responses['500'].content['application/json'].schema.required).toEqual(['success', 'error', 'code', 'requestId']);
+    // The error shape is one named component (CONTRACT.md §8: shared shapes are components.schemas).
+    expect(readyz.responses['500'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
+    expect(document.components.schemas.Error.required).toEqual(['success', 'error', 'code', 'requestId']);
     expect(readyz.security).toEqual([]);
     expect(document.components.securitySchemes).toHaveProperty('bearerAuth');
     for (const path of Object.keys(document.paths)) expect(path.startsWith('/v1/') || !path.includes('v1')).toBe(true);

@@ -15,6 +15,7 @@ import {
   isObjectType,
   Kind,
   type SelectionSetNode,
+  type ValidationRule,
   valueFromASTUntyped,
 } from 'graphql';
 
@@ -146,4 +147,61 @@ function selectionCost(
     }
   }
   return total;
+}
+
+/** Root fields that read the schema itself (introspection), not data. */
+const INTROSPECTION_ROOTS = new Set(['__schema', '__type']);
+
+/**
+ * The depth limit (`GRAPHQL_MAX_DEPTH`) as a validation rule: the deepest field of an operation,
+ * fragments expanded (a spread or an inline fragment adds no level of its own). Introspection
+ * (`__schema`, `__type`) does not count: it reads the schema, not the database, so its cost is
+ * already 1 (documentCost), and graphql-js's own MaxIntrospectionDepthRule (one of the specified
+ * rules every document passes) bounds its only unbounded shape, the `fields { type { fields … } }`
+ * cycle. The standard introspection query (depth ~13) therefore works wherever introspection is on.
+ */
+export function maxDepthRule(maxDepth: number): ValidationRule {
+  return (context) => ({
+    OperationDefinition(operation) {
+      const fragments = new Map(context.getDocument().definitions.filter((definition): definition is FragmentDefinitionNode => definition.kind === Kind.FRAGMENT_DEFINITION).map((fragment) => [fragment.name.value, fragment]));
+      const depth = selectionDepth(operation.selectionSet, fragments, new Map(), true);
+      if (depth > maxDepth) {
+        context.reportError(
+          new GraphQLError(`${operation.name?.value ?? 'The'} query exceeds the query depth limit of ${maxDepth} (its depth is ${depth}; introspection does not count)`, {
+            nodes: [operation],
+            extensions: { code: 'INVALID_INPUT' },
+          }),
+        );
+      }
+    },
+  });
+}
+
+/**
+ * How many field levels deep a selection set goes. Each fragment's depth is computed once per
+ * position (at the root or below), so fragments spread many times cost no more than once; a
+ * fragment in a cycle (invalid, refused by validation) adds nothing.
+ */
+function selectionDepth(selectionSet: SelectionSetNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, memo: Map<string, number>, root: boolean): number {
+  let deepest = 0;
+  for (const selection of selectionSet.selections) {
+    if (selection.kind === Kind.FIELD) {
+      if (root && INTROSPECTION_ROOTS.has(selection.name.value)) continue;
+      deepest = Math.max(deepest, 1 + (selection.selectionSet ? selectionDepth(selection.selectionSet, fragments, memo, false) : 0));
+    } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+      deepest = Math.max(deepest, selectionDepth(selection.selectionSet, fragments, memo, root));
+    } else {
+      const key = `${root ? 'root:' : ''}${selection.name.value}`;
+      const fragment = fragments.get(selection.name.value);
+      if (!fragment) continue;
+      let depth = memo.get(key);
+      if (depth === undefined) {
+        memo.set(key, 0);
+        depth = selectionDepth(fragment.selectionSet, fragments, memo, root);
+        memo.set(key, depth);
+      }
+      deepest = Math.max(deepest, depth);
+    }
+  }
+  return deepest;
 }

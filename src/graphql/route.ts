@@ -2,19 +2,20 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type DocumentNode, GraphQLError, type GraphQLSchema, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
 import { type Static, Type } from 'typebox';
-import { AppError } from '../http/errors.ts';
+import { AppError, type ErrorDetail } from '../http/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';
-import { documentCost, tooExpensive } from './limits.ts';
+import { documentCost, maxDepthRule, tooExpensive } from './limits.ts';
 import { type GraphQLContext, graphqlContext } from './context.ts';
+import { inputDetails, inputMessage } from './input-errors.ts';
 import { graphqlSchema } from './schema.ts';
 
 interface FormattedError {
   message: string;
   locations?: readonly { line: number; column: number }[];
   path?: readonly (string | number)[];
-  extensions: { code: string };
+  extensions: { code: string; details?: ErrorDetail[] };
 }
 
 const OperationSchema = Type.Object(
@@ -95,13 +96,13 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
 /** mercurius, as the executor only: its own routes and `application/graphql` parser off, errors in the contract's codes. */
 async function registerExecutor(app: TypedFastify, services: Services, schema: GraphQLSchema, format: (error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>) => FormattedError): Promise<void> {
   const { config } = services;
-  const rules: ValidationRule[] = [];
+  // The depth limit is ours, not mercurius's `queryDepth`: introspection is exempt from it (limits.ts says why).
+  const rules: ValidationRule[] = [maxDepthRule(config.graphql.maxDepth)];
   if (!config.graphql.introspection) rules.push(NoSchemaIntrospectionCustomRule);
   await app.register(mercurius, {
     schema,
     routes: false,
     graphiql: false,
-    queryDepth: config.graphql.maxDepth,
     validationRules: rules,
     errorFormatter: (execution, context) => ({
       statusCode: 200,
@@ -187,7 +188,10 @@ function formatError(error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>,
     ...(error.path ? { path: error.path } : {}),
   };
   const original = error.originalError;
-  if (original instanceof AppError) return { message: original.message, ...base, extensions: { code: original.code } };
+  // Input errors name the argument or variable that failed (input-errors.ts).
+  const details = inputDetails(error, introspection);
+  const withDetails = (code: string) => (details ? { code, details } : { code });
+  if (original instanceof AppError) return { message: inputMessage(original, details), ...base, extensions: withDetails(original.code) };
   if (!original || original instanceof GraphQLError) {
     const ours = typeof error.extensions?.code === 'string' && /^[A-Z_]+$/.test(error.extensions.code);
     const code = ours ? (error.extensions.code as string) : 'INVALID_INPUT';
@@ -197,7 +201,7 @@ function formatError(error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>,
         : error.message.startsWith('GraphQL introspection has been disabled')
           ? 'GraphQL introspection is disabled'
           : 'The document does not match the schema';
-    return { message, ...base, extensions: { code } };
+    return { message, ...base, extensions: withDetails(code) };
   }
   // The request's logger: the line carries the request id.
   log.error({ err: original, path: error.path }, 'GraphQL resolver failed');

@@ -76,6 +76,8 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'INVALID_INPUT',
   FST_ERR_VALIDATION: 'INVALID_INPUT',
   FST_ERR_BAD_URL: 'NOT_FOUND',
+  // A QUERY request must say what its body is (RFC 10008).
+  FST_ERR_ROUTE_MISSING_CONTENT_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
 };
 
 /** Maps anything thrown to the contract's error table; unknown errors become INTERNAL. */
@@ -92,8 +94,20 @@ function toAppError(error: unknown): AppError {
   }
   if (mapped) return new AppError(mapped);
   if (fastifyError?.statusCode === 429) return new AppError('RATE_LIMITED');
+  // Any other refusal of a request by Fastify itself is the client's error, never a 500 with a stack.
+  const byStatus = typeof fastifyError?.code === 'string' && fastifyError.code.startsWith('FST_ERR_') ? STATUS_CODES[fastifyError.statusCode ?? 0] : undefined;
+  if (byStatus) return new AppError(byStatus);
   return new AppError('INTERNAL', { cause: error });
 }
+
+/** The contract's code for a client-error status Fastify raises with a code of its own. */
+const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
+  400: 'INVALID_INPUT',
+  404: 'NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+};
 
 interface AjvIssue {
   instancePath?: string;

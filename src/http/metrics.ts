@@ -125,7 +125,7 @@ export function metricsRoutes(app: TypedFastify, metrics: Metrics, enabled: bool
     metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
   });
   if (!enabled) return;
-  app.get('/metrics', { config: { auth: 'unauthenticated', errors: [] }, schema: { summary: 'Prometheus metrics (when METRICS_ENABLED)', tags: ['meta'], response: {} } }, async (_request, reply) => {
+  app.get('/metrics', { config: { auth: 'unauthenticated', errors: [] }, schema: { summary: 'Prometheus metrics (when METRICS_ENABLED)', tags: ['meta'], operationId: 'meta_getMetrics', response: {} } }, async (_request, reply) => {
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });

@@ -1,11 +1,20 @@
 import fastifySwagger from '@fastify/swagger';
 import type { Config } from '../config/load.ts';
 import { EVENT_DATA, EVENT_TYPES, eventEnvelope } from '../events/types.ts';
+import { finishDocument, nameWildcard } from './openapi-document.ts';
 import type { TypedFastify } from './typed.ts';
 
 /** Registers the OpenAPI generator (CONTRACT.md §8): every route registered after it is documented from its schema. */
 export async function registerOpenApi(fastify: TypedFastify, config: Config): Promise<void> {
+  // Paths (as documented) whose last parameter spans segments; filled while routes are read, used when the document is finished.
+  const multiSegment = new Set<string>();
   await fastify.register(fastifySwagger, {
+    transform: ({ schema, url }) => {
+      const named = nameWildcard(url, (schema ?? {}) as Record<string, unknown>);
+      if (named.renamed) multiSegment.add(named.url.replace(/:([^/]+)/g, '{$1}'));
+      return { schema: named.schema as never, url: named.url };
+    },
+    transformObject: (documents) => finishDocument((documents as { openapiObject: Record<string, unknown> }).openapiObject, multiSegment) as never,
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -22,7 +31,12 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
             scheme: 'bearer',
             description: 'A session JWT, a personal access token (tsp_…) or an API token (tsa_…)',
           },
-          sessionCookie: { type: 'apiKey', in: 'cookie', name: 'session' },
+          sessionCookie: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: 'session',
+            description: "The console's session cookie (set by login); unsafe methods also need X-Csrf-Token equal to the csrf_token cookie",
+          },
         },
       },
     },
@@ -50,6 +64,8 @@ function webhooks(): Record<string, unknown> {
           summary: type,
           description: (EVENT_DATA[type] as { description?: string }).description,
           tags: ['webhooks'],
+          // Tessera calls the product, which checks the Standard Webhooks signature headers, not an HTTP credential.
+          security: [],
           parameters: Object.entries(signature).map(([name, description]) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } })),
           requestBody: { required: true, content: { 'application/json': { schema: eventEnvelope(type) } } },
           responses: { '2XX': { description: 'Delivered; anything else is retried with backoff' } },
@@ -65,7 +81,7 @@ export function apiDocsRoute(fastify: TypedFastify): void {
     '/api-docs',
     {
       config: { auth: 'unauthenticated', errors: [] },
-      schema: { summary: 'This OpenAPI document', tags: ['meta'], response: { 200: { type: 'object', additionalProperties: true, description: 'OpenAPI 3.1' } } },
+      schema: { summary: 'This OpenAPI document', tags: ['meta'], operationId: 'meta_getOpenApi', response: { 200: { type: 'object', additionalProperties: true, description: 'OpenAPI 3.1' } } },
     },
     async () => fastify.swagger() as unknown as Record<string, unknown>,
   );

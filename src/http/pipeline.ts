@@ -5,7 +5,7 @@ import { RequestContext } from './context.ts';
 import { errorHandler } from './error-handler.ts';
 import { AppError } from './errors.ts';
 import { pathOnly } from './logging.ts';
-import { documentRouteErrors } from './route-errors.ts';
+import { documentRouteErrors, headerCredentialsOnly } from './route-errors.ts';
 
 /**
  * Route authentication classes (CONTRACT.md §4): authenticated = base + 6–9,
@@ -88,11 +88,24 @@ function pipelineSteps(database: Db, slots: PipelineSlots, corsOrigins: Readonly
     { name: 'mime', run: mime, classes: EVERY },
     { name: 'transaction', run: transaction(database, closing), classes: EVERY },
     { name: 'impersonation', run: slots.impersonation, classes: AUTHENTICATED },
-    { name: 'authentication', run: slots.authentication, classes: AUTHENTICATED },
+    { name: 'authentication', run: headerCredentials(slots.authentication), classes: AUTHENTICATED },
     { name: 'system-admin', run: slots.systemAdmin, classes: AUTHENTICATED },
     { name: 'csrf', run: slots.csrf, classes: WITH_ADDITIONAL },
     { name: 'rate-limit', run: slots.rateLimit, classes: WITH_ADDITIONAL },
   ];
+}
+
+/** Step 7 as the route's credentials demand: where only header credentials are taken (`config.credentials`), a cookie session is refused. */
+function headerCredentials(authentication: Step): Step {
+  const refuseCookie = (request: FastifyRequest) => {
+    if (request.ctx.principal?.viaCookie) throw new AppError('UNAUTHENTICATED', { message: 'This route takes credentials in the Authorization header only' });
+  };
+  return (request, reply) => {
+    const running = authentication(request, reply);
+    // Other routes pay nothing for it: not even a tick.
+    if (request.routeOptions.config.credentials !== 'header') return running;
+    return running ? running.then(() => refuseCookie(request)) : refuseCookie(request);
+  };
 }
 
 /** Step 1: the request's id (chosen by `requestIdFrom`) goes back on every answer. */
@@ -179,6 +192,7 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
     if (!routeClass) throw new Error(`route ${route.method} ${route.url} declares no auth class (config.auth)`);
     // OpenAPI lists exactly what a route can answer: a route must say which codes are its own ([] for none).
     if (!route.config?.errors) throw new Error(`route ${route.method} ${route.url} declares no error codes (config.errors; [] when it adds none)`);
+    if (headerCredentialsOnly(route)) route.config = { ...route.config, credentials: 'header' };
     documentRouteErrors(route, routeClass);
     wrapHandler(route);
   });
@@ -186,6 +200,9 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
   app.addHook('onRequest', async (request, reply) => {
     request.ctx = new RequestContext(request.id, request.log);
     await runSteps(stepsOf[request.routeOptions.config.auth ?? 'unauthenticated'], request, reply);
+    // No route for this method and path: answered before Fastify reads a body it would judge by the method's own
+    // rules (a QUERY without Content-Type, a PROPFIND with XML), so an unknown method is a 404 like an unknown path.
+    if (request.is404) throw notFound(request);
   });
 
   app.addHook('onResponse', async (request, reply) => {
@@ -216,8 +233,12 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
   });
 
   app.setNotFoundHandler(async (request) => {
-    throw new AppError('NOT_FOUND', { message: `No route for ${request.method} ${pathOnly(request.url)}` });
+    throw notFound(request);
   });
+}
+
+function notFound(request: FastifyRequest): AppError {
+  return new AppError('NOT_FOUND', { message: `No route for ${request.method} ${pathOnly(request.url)}` });
 }
 
 /**

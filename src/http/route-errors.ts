@@ -19,6 +19,8 @@ declare module 'fastify' {
      * adds none. OpenAPI documents exactly these per route.
      */
     errors?: readonly RouteErrorCode[];
+    /** `header`: credentials only from the Authorization header; a cookie session gets 401 (the pipeline checks it). */
+    credentials?: 'header';
   }
 }
 
@@ -53,15 +55,72 @@ function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' |
   return codes;
 }
 
-/** Adds the route's error responses (the error shape, described by the codes of each status) and its security to its OpenAPI schema. */
+/**
+ * Routes that take credentials from the Authorization header only, besides those declaring
+ * `config.credentials: 'header'` themselves (CONTRACT.md §4: raw token reads and proxy calls;
+ * §5a: connect sessions as they are today). The pipeline refuses a cookie session there (401)
+ * and OpenAPI names the bearer scheme alone.
+ */
+const HEADER_CREDENTIALS_ONLY: readonly RegExp[] = [/^\/v1\/integrations\/:provider\/(token|proxy\/\*)$/, /^\/v1\/connect\/sessions(\/:id)?$/];
+
+/** Whether the route takes header credentials only (its own `config.credentials`, or the list above). */
+export function headerCredentialsOnly(route: Pick<RouteOptions, 'url' | 'config'>): boolean {
+  return route.config?.credentials === 'header' || HEADER_CREDENTIALS_ONLY.some((pattern) => pattern.test(route.url ?? ''));
+}
+
+/**
+ * Statuses a passthrough route (one documenting `default`: the proxy) answers with either
+ * its own error or the provider's own answer: every 4xx except those the token policy turns
+ * into Tessera's errors (a provider's 401 is a revocation, its 429 PROVIDER_RATE_LIMITED).
+ */
+function passedThrough(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 401 && status !== 429;
+}
+
+/** What OpenAPI names as the security of a route: none unless authenticated; the bearer scheme alone where cookies are refused. */
+function routeSecurity(route: RouteOptions, routeClass: RouteClass): Record<string, string[]>[] {
+  if (routeClass !== 'authenticated') return [];
+  return headerCredentialsOnly(route) ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { sessionCookie: [] }];
+}
+
+/**
+ * Adds the route's error responses (the error shape, described by the codes of each status)
+ * and its security to its OpenAPI schema, and a tag when it names none (the generated
+ * client's grouping and the prefix of its operationId): its path's first segment.
+ */
 export function documentRouteErrors(route: RouteOptions, routeClass: RouteClass): void {
   const schema = (route.schema ??= {}) as FastifySchema & Record<string, unknown>;
+  if (!(Array.isArray(schema.tags) && schema.tags.length > 0)) schema.tags = [defaultTag(route.url ?? '')];
   const responses = (schema.response ??= {}) as Record<string, unknown>;
+  const passthrough = 'default' in responses;
   const codes = routeErrorCodes(route, routeClass);
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) byStatus.set(ERROR_CODES[code].status, [...(byStatus.get(ERROR_CODES[code].status) ?? []), code]);
   for (const [status, listed] of [...byStatus].sort(([a], [b]) => a - b)) {
-    if (!(status in responses)) responses[status] = { ...ErrorResponse, description: listed.join(', ') };
+    const declared = responses[status] as Record<string, unknown> | undefined;
+    if (declared) {
+      // The route's own answer for this status (a health check's 503), or the pipeline's error in the one shape (shutting down).
+      if (!isErrorShape(declared)) responses[status] = { description: `${String(declared.description ?? 'The route’s own answer')}; or ${listed.join(', ')}`, anyOf: [declared, ErrorResponse] };
+      continue;
+    }
+    responses[status] =
+      passthrough && passedThrough(status)
+        ? { description: `${listed.join(', ')}, or the provider's own ${status} passed through with its body`, anyOf: [ErrorResponse, PROVIDER_BODY] }
+        : { ...ErrorResponse, description: listed.join(', ') };
   }
-  schema.security ??= routeClass === 'authenticated' ? [{ bearerAuth: [] }, { sessionCookie: [] }] : [];
+  schema.security ??= routeSecurity(route, routeClass);
 }
+
+/** A response schema that is the error shape already (a route's own `{...ErrorResponse, description}`). */
+function isErrorShape(schema: Record<string, unknown>): boolean {
+  return (schema.properties as Record<string, unknown> | undefined)?.code === ErrorResponse.properties.code;
+}
+
+/** `/v1/widgets/:id` → `widgets`: the tag of a route that names none. */
+function defaultTag(url: string): string {
+  const first = url.split('/').find((segment) => segment !== '' && segment !== 'v1' && !/^[:*]/.test(segment));
+  return first?.replace(/[^A-Za-z0-9_-]/g, '') || 'default';
+}
+
+/** A provider's body as the proxy passes it through: whatever the provider sent. */
+export const PROVIDER_BODY = { description: "The provider's own body, as it sent it" };

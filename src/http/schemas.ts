@@ -1,13 +1,21 @@
 import { Type } from 'typebox';
+import { ERROR_CODES, type ErrorCode } from './errors.ts';
+
+/** Every code of the one error table (CONTRACT.md §2): what `code` of an error body can be. */
+export const ErrorCodeSchema = Type.Unsafe<ErrorCode>({
+  type: 'string',
+  enum: Object.keys(ERROR_CODES),
+  description: 'What failed, one of the codes of CONTRACT.md §2; `error` says it for people',
+});
 
 /** The error body of CONTRACT.md §2, used as every route's error response schema. */
 export const ErrorResponse = Type.Object(
   {
     success: Type.Literal(false),
     error: Type.String(),
-    code: Type.String(),
+    code: ErrorCodeSchema,
     requestId: Type.String(),
-    details: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
+    details: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }), { description: 'For input errors: which field or argument failed, and why' })),
   },
   { additionalProperties: false },
 );
@@ -17,4 +25,3 @@ export const HealthResponse = Type.Object({
   status: Type.String(),
   reason: Type.Optional(Type.String()),
 });
-

@@ -16,7 +16,7 @@ import { deleteOrganization, listOrganizations, type OrganizationListed, organiz
 import { createOrganization } from './organizations.ts';
 
 const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for it (1–128 printable characters)" });
-const Name = Type.String({ minLength: 1, maxLength: 1000, description: '1–100 characters after trimming' });
+const Name = Type.String({ minLength: 1, maxLength: 100, description: '1–100 characters (after trimming)' });
 const Organization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]) });
 const ListedOrganization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]), createdAt: Type.String({ format: 'date-time' }) });
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });

@@ -1,4 +1,5 @@
 import type { TypedFastify } from '../http/typed.ts';
+import { docsPageRoutes } from './docs-page.ts';
 import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
 
 export { CONTENT_SECURITY_POLICY } from './static-files.ts';
@@ -24,13 +25,13 @@ const STATIC_FILES = [
 const REGISTERED = 'tesseraWebRoutes';
 
 /**
- * Serves the integrations page at `/`, the invitation page at `/invitations/<id>` and their
- * assets under `/assets/` (files read once, here). Unauthenticated: the pages sign in through
- * the JSON API. Calling it twice on
- * one instance registers the routes once.
+ * Serves the integrations page at `/`, the invitation page at `/invitations/<id>`, their assets
+ * under `/assets/` (files read once, here), and the API reference at `/docs`. Unauthenticated:
+ * the pages sign in through the JSON API. Calling it twice on one instance registers the routes once.
  */
 export function webRoutes(app: TypedFastify): void {
   if (app.hasDecorator(REGISTERED)) return;
   app.decorate(REGISTERED, true);
   staticFileRoutes(app, STATIC_FILES, PAGE_HEADERS);
+  docsPageRoutes(app);
 }

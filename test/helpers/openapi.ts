@@ -10,7 +10,7 @@ export interface OpenApiDocument {
 }
 
 export interface OpenApiOperation {
-  parameters?: { in: string; name: string; required?: boolean; schema?: Record<string, unknown> }[];
+  parameters?: { in: string; name: string; required?: boolean; schema?: Record<string, unknown>; 'x-ms-skip-url-encoding'?: boolean }[];
   requestBody?: { required?: boolean; content?: Record<string, { schema?: Record<string, unknown> }> };
   responses?: Record<string, { description?: string; content?: Record<string, { schema?: Record<string, unknown> }> }>;
   security?: Record<string, string[]>[];
@@ -22,7 +22,7 @@ export interface Route {
   /** The template as documented, e.g. `/v1/integrations/{provider}/token`. */
   path: string;
   operation: OpenApiOperation;
-  /** Names of the path parameters, in order (`*` for a wildcard). */
+  /** Names of the path parameters, in order (the proxy's multi-segment one is `path`). */
   params: string[];
 }
 
@@ -69,8 +69,10 @@ export class OpenApiChecker {
     }
     this.matchers = this.routes.map((route) => {
       const segments = route.path.split('/');
+      // A parameter generators must not encode (the proxy's `{path}`) spans segments.
+      const multiSegment = new Set((route.operation.parameters ?? []).filter((p) => p.in === 'path' && p['x-ms-skip-url-encoding'] === true).map((p) => `{${p.name}}`));
       const pattern = segments
-        .map((segment) => (segment === '{*}' ? '.*' : /^\{[^}]+\}$/.test(segment) ? '[^/]+' : escapeRegex(segment)))
+        .map((segment) => (segment === '{*}' || multiSegment.has(segment) ? '.*' : /^\{[^}]+\}$/.test(segment) ? '[^/]+' : escapeRegex(segment)))
         .join('/');
       return { route, regex: new RegExp(`^${pattern}$`), staticSegments: segments.filter((s) => !s.startsWith('{')).length };
     });

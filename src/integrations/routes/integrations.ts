@@ -37,6 +37,7 @@ export function integrationListRoutes(app: TypedFastify, services: Services): vo
       config: { auth: 'authenticated', errors: [] },
       schema: {
         summary: "Delete every integration of one end user (offboarding a person); each grant is then revoked at its provider",
+        operationId: 'integrations_deleteForEndUser',
         tags: ['integrations'],
         // Required: there is no bulk delete of an organization's integrations.
         querystring: Type.Object({ endUser: EndUserId }),
