@@ -83,5 +83,9 @@ export async function storeConnection(
       ...(session ? { sessionId: session.id, endUser: session.endUser ?? null } : {}),
     },
   });
+  // Once committed: a connect that rolled back never happened. Ids only (decision 147).
+  work.afterCommit(() =>
+    services.logger.info({ provider: provider.id, integrationId: after.id, organizationId, reconnected: before !== null, ...(session ? { sessionId: session.id } : {}) }, 'integration connected'),
+  );
   return { integration: { id: after.id, name: after.name, provider: provider.id }, displayName: provider.displayName };
 }
