@@ -230,6 +230,7 @@ function deliver(row: Claimed, hook: Webhook, options: { timeoutMs: number; fetc
   });
 }
 
+/** The signed POST itself; `traceHeaders` (a `traceparent`, with traces on) go along, the answer's status to `onStatus`. */
 async function attempt(row: Claimed, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }, traceHeaders: Record<string, string>, onStatus: (status: number) => void): Promise<Outcome> {
   const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data });
   const timestamp = Math.floor(options.clock() / 1000).toString();
