@@ -52,7 +52,7 @@ export interface App {
 /** Builds the HTTP application: services, pipeline, routes and OpenAPI. Does not listen or migrate. */
 export async function buildApp(options: AppOptions): Promise<App> {
   const { config, database } = options;
-  const logger = options.logger ?? createLogger({ level: config.log.level });
+  const logger = options.logger ?? createLogger({ level: config.log.level, format: config.log.format });
   const fastify = createFastify(config, logger);
   await fastify.register(fastifyCookie);
 

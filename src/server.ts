@@ -1,8 +1,11 @@
+import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { type App, buildApp } from './app.ts';
 import { storeGeneratedSecrets } from './config/generated-secrets.ts';
 import type { Config } from './config/load.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
+import { databaseFailure } from './db/failure.ts';
+import { users } from './db/schema.ts';
 import { createLogger } from './http/logging.ts';
 import { ensureBootstrapAdmin } from './identity/bootstrap.ts';
 
@@ -20,43 +23,61 @@ export async function openDatabase(config: Config): Promise<Database> {
   return openPglite({ dataDir: config.db.dataDir });
 }
 
-/** Starts the whole service: generated secrets stored, database, migrations, HTTP listener. */
-export async function startServer(config: Config, logger = createLogger({ level: config.log.level })): Promise<Server> {
+/** A database failure named after DATABASE_URL when it is one (db/failure.ts), else the error itself. */
+const named = (error: unknown, config: Config) => databaseFailure(error, config) ?? error;
+
+/**
+ * Starts the whole service: generated secrets stored, database, migrations, HTTP listener. Says
+ * what it did as it goes (decision 148): warnings about the configuration, the providers
+ * configured, secrets generated this start, migrations applied, and "ready" last.
+ */
+export async function startServer(config: Config, logger = createLogger({ level: config.log.level, format: config.log.format })): Promise<Server> {
+  for (const warning of config.warnings) logger.warn(`config: ${warning}`);
   // Loading the configuration only read; keeping what development mode generated is start-up's first step.
+  reportGeneratedSecrets(config, logger);
   storeGeneratedSecrets(config.secretsToStore);
-  for (const name of config.generatedSecrets) {
-    logger.warn(
-      { setting: name, dataDir: config.db.dataDir },
-      `${name} is not set: development mode generated one and stored it under DATA_DIR (mode 0600). It serves this instance only; set ${name} for production or for several instances.`,
-    );
-  }
   const database = await openDatabase(config);
   let app: App;
   try {
+    // Reached before listening: a database that cannot be reached fails start-up naming DATABASE_URL, with nothing said about listening.
+    await database.ping().catch((error: unknown) => {
+      throw named(error, config);
+    });
     app = await buildApp({ config, database, logger });
   } catch (error) {
     await database.close().catch(() => {});
     throw error;
   }
+  const providers = app.services.providers.list().map((provider) => provider.id);
+  if (providers.length > 0) logger.info({ providers }, `providers configured: ${providers.join(', ')}`);
+  else logger.warn('no provider is configured: set INTEGRATION_OAUTH_<P>_CLIENT_ID and INTEGRATION_OAUTH_<P>_CLIENT_SECRET (docs/providers.md)');
+
   const { readiness } = app;
-  // Listening first lets /livez answer during migrations; /readyz says 200 only once every
-  // step below has finished, and never again after one failed.
+  // Binding first lets /livez answer during migrations (which may wait for another instance's
+  // lock); /readyz says 200 only once every step below has finished, and never after one failed.
   readiness.pending = 'migrations are running';
   try {
-    await app.fastify.listen({ host: config.server.host, port: config.server.port });
-    await database.migrate(async () => {
+    await app.fastify.listen({
+      host: config.server.host,
+      port: config.server.port,
+      listenTextResolver: (address) => `accepting connections at ${address} while start-up runs (/readyz answers 503 until it is done)`,
+    });
+    const { applied } = await database.migrate(async () => {
       readiness.pending = 'start-up is running';
       await ensureBootstrapAdmin(app.services);
     });
+    logger.info({ applied }, applied > 0 ? `database migrated: ${applied} migration${applied === 1 ? '' : 's'} applied` : 'database schema is up to date');
     app.startBackground();
     readiness.pending = null;
   } catch (error) {
     readiness.pending = 'start-up failed';
     await app.fastify.close().catch(() => {});
     await database.close().catch(() => {});
-    throw error;
+    throw named(error, config);
   }
-  logger.info({ db: database.kind, url: config.server.publicUrl }, 'tessera is ready');
+  await reportFirstUser(app, config, logger);
+  const address = app.fastify.server.address() as AddressInfo;
+  logger.info({ db: database.kind, url: config.server.publicUrl }, `tessera is ready, listening on ${address.address}:${address.port} (${config.server.publicUrl})`);
 
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -73,4 +94,35 @@ export async function startServer(config: Config, logger = createLogger({ level:
     return stopping;
   };
   return { app, database, logger, stop };
+}
+
+/** Generated secrets are news only on the start that generated them; later starts say where they come from, quietly. */
+function reportGeneratedSecrets(config: Config, logger: Logger): void {
+  const names = config.generatedSecrets;
+  if (names.length === 0) return;
+  const file = config.secretsToStore?.file;
+  if (file) {
+    for (const name of names) {
+      logger.warn(
+        { setting: name, file },
+        `${name} is not set: development mode generated one and stored it in ${file} (mode 0600). It serves this instance only; set ${name} for production or for several instances.`,
+      );
+    }
+  } else {
+    logger.info({ settings: names, dataDir: config.db.dataDir }, `${names.join(' and ')}: using the value${names.length > 1 ? 's' : ''} development mode generated earlier (DATA_DIR/generated-secrets.json)`);
+  }
+}
+
+/**
+ * With nobody to sign in yet, says how the first administrator comes to be (decision 149): the
+ * BOOTSTRAP_ADMIN_* settings, in development and in production alike.
+ */
+async function reportFirstUser(app: App, config: Config, logger: Logger): Promise<void> {
+  const [someone] = await app.services.db.select({ id: users.id }).from(users).limit(1);
+  if (someone) return;
+  const register = config.auth.registration === 'open' ? '; or register through POST /v1/register (REGISTRATION is open)' : '';
+  logger.warn(
+    { registration: config.auth.registration },
+    `no user yet: to create the first administrator, set BOOTSTRAP_ADMIN_EMAIL and BOOTSTRAP_ADMIN_PASSWORD (12+ characters) and restart, then sign in at ${config.server.publicUrl}/${register}`,
+  );
 }

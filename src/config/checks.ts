@@ -21,6 +21,8 @@ export interface CheckContext {
   generated: GeneratedSecrets;
   /** Records `<label>: <text>` (the text never quotes a secret setting's value); undefined, for a rule to return. */
   problem(text: string): undefined;
+  /** Records `<label>: <text>` as a warning: start-up goes on and logs it. */
+  warning(text: string): void;
 }
 
 /** A context for the setting named `label` (its environment variable, with its config path for secrets). */
@@ -163,8 +165,24 @@ function providers(configured: Record<string, ProviderSettings>, at: At): Record
       else copy[key] = normalized;
     }
     checked[id] = copy;
+    halfConfigured(id, settings, at);
   }
   return valid ? checked : undefined;
+}
+
+/**
+ * A provider needs its client id and its secret: with one of them, or only other settings, it is
+ * silently not configured — say so, naming what is set and what is missing (never a value).
+ */
+function halfConfigured(id: string, settings: ProviderSettings, at: At): void {
+  const envBase = `INTEGRATION_OAUTH_${id.toUpperCase()}`;
+  const hasId = settings.clientId !== undefined;
+  const hasSecret = settings.clientSecret !== undefined;
+  if (hasId && hasSecret) return;
+  const outcome = `so provider "${id}" is not configured; set both, or remove the rest`;
+  if (hasId) at(`${envBase}_CLIENT_ID (integrationOauthProvider.${id}.clientId)`).warning(`set, but ${envBase}_CLIENT_SECRET is not, ${outcome}`);
+  else if (hasSecret) at(`${envBase}_CLIENT_SECRET (integrationOauthProvider.${id}.clientSecret)`).warning(`set, but ${envBase}_CLIENT_ID is not, ${outcome}`);
+  else if (Object.keys(settings).length > 0) at(`${envBase}_* (integrationOauthProvider.${id})`).warning(`settings given, but neither ${envBase}_CLIENT_ID nor ${envBase}_CLIENT_SECRET, ${outcome}`);
 }
 
 const KEY_ENTRY = /^([A-Za-z0-9_-]{1,32}):([A-Za-z0-9+/=_-]+)$/;

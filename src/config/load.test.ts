@@ -32,6 +32,33 @@ describe('loadConfig', () => {
     expect(config.jwtKeys).toEqual([{ kid: 'default', secret: Buffer.from('j'.repeat(32)) }]);
   });
 
+  it('warns of a half-configured provider and an INTEGRATION_OAUTH_* variable that is no setting, naming them and never their values', () => {
+    const config = loadConfig({
+      env: {
+        ...base,
+        INTEGRATION_OAUTH_SLACK_CLIENT_ID: 'id',
+        INTEGRATION_OAUTH_SLACK_CLIENT_SECRET: 'complete-secret',
+        INTEGRATION_OAUTH_GITHUB_CLIENT_ID: 'id',
+        INTEGRATION_OAUTH_GITLAB_CLIENT_SECRET: 'lonely-secret-value',
+        INTEGRATION_OAUTH_NOTION_SCOPES: 'read',
+        INTEGRATION_OAUTH_ZOOM_CLIENTSECRET: 'misspelt-secret-value',
+        INTEGRATION_OAUTH_LINEAR_COLOUR: 'blue',
+      },
+    });
+    expect(config.warnings).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^INTEGRATION_OAUTH_GITHUB_CLIENT_ID \(integrationOauthProvider\.github\.clientId\): set, but INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET is not, so provider "github" is not configured/),
+        expect.stringMatching(/^INTEGRATION_OAUTH_GITLAB_CLIENT_SECRET \(integrationOauthProvider\.gitlab\.clientSecret\): set, but INTEGRATION_OAUTH_GITLAB_CLIENT_ID is not/),
+        expect.stringMatching(/^INTEGRATION_OAUTH_NOTION_\* \(integrationOauthProvider\.notion\): settings given, but neither INTEGRATION_OAUTH_NOTION_CLIENT_ID nor INTEGRATION_OAUTH_NOTION_CLIENT_SECRET/),
+        'INTEGRATION_OAUTH_ZOOM_CLIENTSECRET: not a setting, ignored; did you mean INTEGRATION_OAUTH_ZOOM_CLIENT_SECRET?',
+        expect.stringMatching(/^INTEGRATION_OAUTH_LINEAR_COLOUR: not a setting, ignored; a provider's settings are INTEGRATION_OAUTH_<P>_\{CLIENT_ID,CLIENT_SECRET,/),
+      ]),
+    );
+    expect(config.warnings).toHaveLength(5);
+    expect(config.warnings.join('\n')).not.toMatch(/secret-value|complete-secret/);
+    expect(loadConfig({ env: { ...base, INTEGRATION_OAUTH_SLACK_CLIENT_ID: 'id', INTEGRATION_OAUTH_SLACK_CLIENT_SECRET: 's' } }).warnings).toEqual([]);
+  });
+
   it('reads the config file, then lets env vars override it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tessera-config-'));
     const file = join(dir, 'tessera.yaml');

@@ -10,7 +10,7 @@ export { isLoopbackHost, type JwtKey, type Keyring } from './checks.ts';
 export interface Config {
   env: 'development' | 'production';
   isProduction: boolean;
-  log: { level: string };
+  log: RawConfig['log'];
   server: Omit<RawConfig['server'], 'publicUrl'> & { publicUrl: string; publicOrigin: string };
   db: RawConfig['db'];
   keyring: Keyring;
@@ -28,6 +28,8 @@ export interface Config {
   generatedSecrets: string[];
   /** Generated secrets not on disk yet: start-up writes them (`storeGeneratedSecrets`). */
   secretsToStore: SecretsToStore | null;
+  /** What is suspicious but not wrong (a half-configured provider, an unknown `INTEGRATION_OAUTH_*` variable): start-up logs each. */
+  warnings: string[];
 }
 
 /** Start-up refused: one line per problem, each naming the setting and the fix. */
@@ -60,7 +62,8 @@ const envNameByPath = new Map(ENV_SETTINGS.map((item) => [item.path, item.env]))
  */
 export function loadConfig(options: LoadOptions = {}): Config {
   const problems: string[] = [];
-  const raw = readSources(options.env ?? process.env, options.overrides ?? {}, problems);
+  const warnings: string[] = [];
+  const raw = readSources(options.env ?? process.env, options.overrides ?? {}, problems, warnings);
   const validate = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false }).compile(ConfigSchema);
   if (!validate(raw)) {
     for (const error of validate.errors ?? []) problems.push(schemaProblem(error));
@@ -75,6 +78,9 @@ export function loadConfig(options: LoadOptions = {}): Config {
     problem: (text) => {
       problems.push(`${label}: ${text}`);
       return undefined;
+    },
+    warning: (text) => {
+      warnings.push(`${label}: ${text}`);
     },
   });
   const checked = checkSettings(config, at);
@@ -104,6 +110,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     providers,
     generatedSecrets: generated.used,
     secretsToStore: generated.toStore(),
+    warnings,
   };
 }
 

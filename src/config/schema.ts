@@ -62,6 +62,9 @@ export const ConfigSchema = Type.Object(
     env: setting(Type.Union([Type.Literal('development'), Type.Literal('production')], { default: 'development' }), { env: 'APP_ENV' }),
     log: section({
       level: setting(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }), { env: 'LOG_LEVEL' }),
+      format: Type.Optional(
+        setting(Type.Union([Type.Literal('json'), Type.Literal('pretty')], { description: 'default: pretty when stdout is a terminal, else json' }), { env: 'LOG_FORMAT' }),
+      ),
     }),
     server: section({
       host: setting(Type.String({ minLength: 1, default: '127.0.0.1' }), { env: 'HOST' }),

@@ -17,7 +17,7 @@ const PROVIDER_ENV = new RegExp(`^INTEGRATION_OAUTH_([A-Z][A-Z0-9]*)_(${PROVIDER
  * environment, then `overrides`. Text that cannot be read as its setting's kind is a
  * problem (appended to `problems`), quoted only when the setting is not secret.
  */
-export function readSources(env: NodeJS.ProcessEnv, overrides: Record<string, unknown>, problems: string[]): Record<string, unknown> {
+export function readSources(env: NodeJS.ProcessEnv, overrides: Record<string, unknown>, problems: string[], warnings: string[] = []): Record<string, unknown> {
   const raw: Record<string, unknown> = env.CONFIG_FILE ? readConfigFile(env.CONFIG_FILE, problems) : {};
   normalizeFileLists(raw);
   for (const { env: name, path, kind, secret } of ENV_SETTINGS) {
@@ -29,6 +29,7 @@ export function readSources(env: NodeJS.ProcessEnv, overrides: Record<string, un
   }
   for (const [name, value] of Object.entries(env)) {
     const match = PROVIDER_ENV.exec(name);
+    if (!match && name.startsWith('INTEGRATION_OAUTH_')) warnings.push(unknownProviderVariable(name));
     if (!match || value === undefined || value === '') continue;
     const [, provider = '', suffix = ''] = match;
     const setting = PROVIDER_SETTINGS.find((item) => item.suffix === suffix) as (typeof PROVIDER_SETTINGS)[number];
@@ -42,6 +43,16 @@ export function readSources(env: NodeJS.ProcessEnv, overrides: Record<string, un
   }
   for (const [path, value] of Object.entries(overrides)) setPath(raw, path, value);
   return raw;
+}
+
+/** A variable that looks like a provider setting but is none: ignored, said by name (never its value), with the likely one. */
+function unknownProviderVariable(name: string): string {
+  const rest = name.slice('INTEGRATION_OAUTH_'.length);
+  const squeezed = rest.replaceAll('_', '');
+  const meant = PROVIDER_SETTINGS.map((item) => item.suffix).find((suffix) => squeezed.endsWith(suffix.replaceAll('_', '')) && squeezed.length > suffix.replaceAll('_', '').length);
+  const provider = meant ? squeezed.slice(0, squeezed.length - meant.replaceAll('_', '').length) : '';
+  const hint = meant && /^[A-Z][A-Z0-9]*$/.test(provider) ? `did you mean INTEGRATION_OAUTH_${provider}_${meant}?` : `a provider's settings are INTEGRATION_OAUTH_<P>_{${PROVIDER_SETTINGS.map((item) => item.suffix).join(',')}}`;
+  return `${name}: not a setting, ignored; ${hint}`;
 }
 
 function readConfigFile(file: string, problems: string[]): Record<string, unknown> {

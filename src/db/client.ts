@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PGlite } from '@electric-sql/pglite';
 import { getTableColumns, type SQL, sql } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTable } from 'drizzle-orm/pg-core';
+import { tracePglite } from '../telemetry/tracing.ts';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -22,9 +24,10 @@ export interface Database {
    * Applies the committed SQL migrations, then runs `then` (the other start-up steps), all
    * under one lock: on PostgreSQL an advisory lock held by a connection of its own, so
    * instances starting together take turns and each step sees what the previous instance
-   * wrote. PGlite allows one process, so it needs none.
+   * wrote. PGlite allows one process, so it needs none. Resolves with how many migrations
+   * this call applied (0: the schema was up to date).
    */
-  migrate(then?: () => Promise<void>): Promise<void>;
+  migrate(then?: () => Promise<void>): Promise<{ applied: number }>;
   /** Throws when the database cannot answer a trivial query. */
   ping(): Promise<void>;
   poolStats(): { total: number; idle: number; waiting: number };
@@ -42,13 +45,14 @@ export interface PgOptions {
   onQuery?: (query: string) => void;
 }
 
-/** PostgreSQL through a `pg` pool. Drivers load lazily: each costs start-up time the other backend need not pay. */
+/**
+ * PostgreSQL through a `pg` pool. Drivers load lazily: each costs start-up time the other backend
+ * need not pay. `pg` (CommonJS) is loaded through `require`, where OpenTelemetry's pg
+ * instrumentation sees it when traces are on (an ESM `import` would pass it by: decision 150).
+ */
 export async function openPostgres(options: PgOptions): Promise<Database> {
-  const [{ default: pg }, { drizzle: drizzlePg }, { migrate: migratePg }] = await Promise.all([
-    import('pg'),
-    import('drizzle-orm/node-postgres'),
-    import('drizzle-orm/node-postgres/migrator'),
-  ]);
+  const pg = createRequire(import.meta.url)('pg') as typeof import('pg');
+  const [{ drizzle: drizzlePg }, { migrate: migratePg }] = await Promise.all([import('drizzle-orm/node-postgres'), import('drizzle-orm/node-postgres/migrator')]);
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolMax,
@@ -70,8 +74,11 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
       await client.connect();
       try {
         await client.query('SELECT pg_advisory_lock($1)', [STARTUP_LOCK_KEY]);
+        const before = await appliedMigrations(client);
         await migratePg(drizzlePg(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+        const applied = (await appliedMigrations(client)) - before;
         await then?.();
+        return { applied };
       } finally {
         // Ending the session releases the lock, also when a step failed.
         await client.end();
@@ -111,12 +118,12 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
   let releaseLock = () => {};
   let client: PGlite;
   if (inMemory) {
-    client = await PGlite.create();
+    client = tracePglite(await PGlite.create());
   } else {
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     releaseLock = lockDataDir(options.dataDir);
     try {
-      client = await PGlite.create({ dataDir: join(options.dataDir, 'pglite') });
+      client = tracePglite(await PGlite.create({ dataDir: join(options.dataDir, 'pglite') }));
     } catch (error) {
       releaseLock();
       throw error;
@@ -128,8 +135,11 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
     kind: 'pglite',
     db,
     async migrate(then) {
+      const before = await appliedMigrations(client);
       await migratePglite(drizzlePglite(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+      const applied = (await appliedMigrations(client)) - before;
       await then?.();
+      return { applied };
     },
     async ping() {
       await client.query('SELECT 1');
@@ -142,6 +152,14 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
       releaseLock();
     },
   };
+}
+
+/** How many migrations Drizzle has recorded as applied (0 before the first). */
+async function appliedMigrations(client: { query(text: string): Promise<{ rows: unknown[] }> }): Promise<number> {
+  const [present] = (await client.query(`SELECT to_regclass('drizzle.__drizzle_migrations') IS NOT NULL AS present`)).rows as { present: boolean }[];
+  if (!present?.present) return 0;
+  const [counted] = (await client.query('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations')).rows as { n: number }[];
+  return counted?.n ?? 0;
 }
 
 /** Thrown when another live process holds DATA_DIR. */

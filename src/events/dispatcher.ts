@@ -3,6 +3,7 @@ import type { BaseLogger } from 'pino';
 import type { Keyring } from '../config/load.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Sealed } from '../secrets/crypto.ts';
+import { webhookSpan } from '../telemetry/tracing.ts';
 import { deliveredData, type WebhookSettings, webhookId, webhookIds } from './outbox.ts';
 
 export interface Dispatcher {
@@ -229,20 +230,34 @@ class WebhookDispatcher implements Dispatcher {
   }
 }
 
-/** One signed POST of an event to a webhook (Standard Webhooks): 2xx is delivered, anything else (a redirect included) is not. */
-async function deliver(row: Claimed, data: Record<string, unknown>, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }): Promise<Outcome> {
+/**
+ * One signed POST of an event to a webhook (Standard Webhooks): 2xx is delivered, anything else (a
+ * redirect included) is not. With traces on, a span of its own whose `traceparent` goes along.
+ */
+function deliver(row: Claimed, data: Record<string, unknown>, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }): Promise<Outcome> {
+  const attributes = { 'tessera.webhook.id': row.webhook_id, 'tessera.event.type': row.type, 'tessera.delivery.attempt': row.attempts };
+  return webhookSpan(hook.url, attributes, async (span, traceHeaders) => {
+    const outcome = await attempt(row, data, hook, options, traceHeaders, (status) => span.setAttribute('http.response.status_code', status));
+    if (!outcome.delivered) span.setAttribute('error.type', outcome.error);
+    return outcome;
+  });
+}
+
+/** The signed POST itself; `traceHeaders` (a `traceparent`, with traces on) go along, the answer's status to `onStatus`. */
+async function attempt(row: Claimed, data: Record<string, unknown>, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }, traceHeaders: Record<string, string>, onStatus: (status: number) => void): Promise<Outcome> {
   const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data });
   const timestamp = Math.floor(options.clock() / 1000).toString();
   const signature = createHmac('sha256', hook.key).update(`${row.event_id}.${timestamp}.${body}`).digest('base64');
   try {
     const response = await options.fetch(hook.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'webhook-id': row.event_id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` },
+      headers: { ...traceHeaders, 'content-type': 'application/json', 'webhook-id': row.event_id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` },
       body,
       // A redirect could send a signed event elsewhere; a 3xx is a failure, like any non-2xx.
       redirect: 'manual',
       signal: AbortSignal.timeout(options.timeoutMs),
     });
+    onStatus(response.status);
     // The body is never read (it may echo anything); cancelling frees the connection.
     await response.body?.cancel().catch(() => {});
     if (response.status >= 200 && response.status < 300) return { delivered: true };

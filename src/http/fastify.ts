@@ -5,9 +5,11 @@ import type { Config } from '../config/load.ts';
 import { clientErrorHandler } from './client-errors.ts';
 import { AppError, errorBody } from './errors.ts';
 import { unacceptableJson } from './json-limits.ts';
+import { requestScope } from './logging.ts';
 import { requestIdFrom } from './pipeline.ts';
 import type { TypedFastify } from './typed.ts';
 import { installValidation } from './validation.ts';
+import { routeTracer } from '../telemetry/tracing.ts';
 
 /** Bodies over 1 MiB get 413 (CONTRACT.md §2). */
 const BODY_LIMIT = 1024 * 1024;
@@ -47,6 +49,7 @@ export function createFastify(config: Config, logger: Logger): TypedFastify {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installValidation(fastify);
+  installRequestScope(fastify);
   // JSON only: text/plain bodies are the classic CSRF vector.
   fastify.removeContentTypeParser(['text/plain', 'application/json']);
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
@@ -61,4 +64,19 @@ export function createFastify(config: Config, logger: Logger): TypedFastify {
     });
   });
   return fastify;
+}
+
+/**
+ * Every line logged while a request is handled carries its id, whichever logger writes it
+ * (logging.ts's mixin reads `requestScope`); with traces on, the server span learns its route.
+ * Installed before the pipeline, so its steps run inside the scope.
+ */
+function installRequestScope(fastify: TypedFastify): void {
+  const traceRoute = routeTracer();
+  fastify.addHook('onRequest', (request, _reply, done) => {
+    traceRoute?.(request.routeOptions.url);
+    requestScope.run(request.id, done);
+  });
+  // Reading a body continues in the socket's async context, not the request's: enter it again for the handler.
+  fastify.addHook('preValidation', (request, _reply, done) => requestScope.run(request.id, done));
 }

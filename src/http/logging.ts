@@ -1,5 +1,7 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
+import { prettyStream } from './log-pretty.ts';
 
 /** Field names whose values never reach a log line, whatever their shape. */
 const SECRET_KEY = '[^"]*(?:token|secret|password|passwd|authorization|cookie|api[_-]?key|code_verifier|client_assertion)[^"]*';
@@ -78,6 +80,15 @@ export function scrubLogLine(line: string): string {
   return scrubValues(scrubEncoded(out), false);
 }
 
+/** One text scrubbed by the rules of a log line (value shapes, decoded forms, query strings): for span attributes (telemetry/scrub.ts). */
+export function scrubText(text: string): string {
+  try {
+    return JSON.parse(scrubLogLine(JSON.stringify(text))) as string;
+  } catch {
+    return '[REDACTED]';
+  }
+}
+
 /** Strips the query string: codes and states must not reach the logs. */
 export function pathOnly(url: string): string {
   const q = url.indexOf('?');
@@ -86,12 +97,35 @@ export function pathOnly(url: string): string {
 
 export interface LoggerOptions {
   level: string;
+  /** `json` (one JSON object a line) or `pretty` (one readable line); absent: pretty on a terminal, else JSON. */
+  format?: 'json' | 'pretty' | undefined;
   /** Where lines go; stdout when absent. Tests pass a stream to inspect them. */
   stream?: Writable;
 }
 
-/** The service's pino logger: JSON lines, redaction by path, then scrubbing by shape. */
+/**
+ * The request a piece of work runs for, as far as logging cares: its id. Lines written through
+ * a logger that is not the request's own (`services.logger` in a service, a refresh a request
+ * leads) still carry it, because `createLogger`'s mixin reads it from here.
+ */
+export const requestScope = new AsyncLocalStorage<string>();
+
+const { chindingsSym } = pino.symbols;
+
+/** A line's `requestId` from the request scope, unless its logger is bound to one already (a request's own logger). */
+function requestIdMixin(_merge: object, _level: number, logger: Logger): Record<string, string> {
+  const requestId = requestScope.getStore();
+  if (requestId === undefined || ((logger as unknown as Record<symbol, string>)[chindingsSym] ?? '').includes('"requestId":')) return {};
+  return { requestId };
+}
+
+/**
+ * The service's pino logger: redaction by path, then scrubbing by shape of the serialized
+ * JSON line; `pretty` formats that already scrubbed line, so both formats hide the same.
+ */
 export function createLogger(options: LoggerOptions): Logger {
+  const out = options.stream ?? process.stdout;
+  const format = options.format ?? ((out as { isTTY?: boolean }).isTTY ? 'pretty' : 'json');
   return pino(
     {
       level: options.level,
@@ -111,10 +145,11 @@ export function createLogger(options: LoggerOptions): Logger {
         ],
         censor: '[REDACTED]',
       },
+      mixin: requestIdMixin,
       hooks: { streamWrite: scrubLogLine },
       serializers: { err: serializeError },
     },
-    options.stream ?? process.stdout,
+    format === 'pretty' ? prettyStream(out) : out,
   );
 }
 

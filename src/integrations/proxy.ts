@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { AppError } from '../http/errors.ts';
 import { PRODUCT_ID } from '../lib/ids.ts';
 import type { Services } from '../services.ts';
+import { providerCallSpan } from '../telemetry/tracing.ts';
 import { readCapped } from './providers/registry.ts';
 import { ProviderError } from './providers/types.ts';
 import type { LoadedIntegration } from './tokens/loaded.ts';
@@ -113,13 +114,15 @@ export async function callProvider(services: Services, current: LoadedIntegratio
   const started = performance.now();
   const observe = (outcome: string) => services.metrics?.providerCall(current.provider.id, outcome, (performance.now() - started) / 1000);
   try {
-    response = await fetch(target, {
-      method: request.method,
-      headers,
-      ...(body !== undefined ? { body } : {}),
-      redirect: 'manual',
-      signal: AbortSignal.timeout(services.config.oauth.providerTimeout * 1000),
-    });
+    response = await providerCallSpan(current.provider.id, target, request.method, () =>
+      fetch(target, {
+        method: request.method,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(services.config.oauth.providerTimeout * 1000),
+      }),
+    );
     observe(String(response.status));
   } catch (error) {
     observe('transient');

@@ -1,5 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { type AuditActor, recordAudit } from '../audit/audit.ts';
+import type { Logger } from 'pino';
 import type { Db } from '../db/client.ts';
 import { type IntegrationStatus, integrations } from '../db/schema.ts';
 import type { Outbox } from '../events/outbox.ts';
@@ -93,6 +94,8 @@ export interface TransitionDeps {
   db: Db;
   outbox: Outbox;
   actor: AuditActor;
+  /** Hears of each status change, once committed (decision 147). */
+  logger?: Pick<Logger, 'info'>;
 }
 
 /**
@@ -134,6 +137,9 @@ export async function applyTransition(deps: TransitionDeps, organizationId: stri
       .where(where)
       .returning();
     if (changed && after) {
+      pending.push(() =>
+        deps.logger?.info({ provider: before.provider, integrationId, organizationId, from: before.status, to: next.status, reason: next.lastError }, `integration status changed to ${next.status}`),
+      );
       await recordAudit(tx as Db, deps.actor, {
         organizationId,
         action: 'integration.status_changed',

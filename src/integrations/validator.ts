@@ -1,5 +1,6 @@
 import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Services } from '../services.ts';
+import { inSpan } from '../telemetry/tracing.ts';
 import { type LoadedIntegration, loadById, loadMany } from './tokens/loaded.ts';
 import { refreshDue } from './tokens/policy.ts';
 
@@ -124,7 +125,11 @@ export function startValidationScheduler(services: Services, everyMs: number, op
   let stopped = false;
   const tick = () => {
     if (running || stopped) return;
-    running = runValidationPass(services, options)
+    running = inSpan('validation pass', {}, async (span) => {
+      const result = await runValidationPass(services, options);
+      span.setAttribute('tessera.validation.claimed', result.claimed);
+      return result;
+    })
       .catch((error: unknown) => services.logger.error({ err: error }, 'validation pass failed'))
       .finally(() => {
         running = null;

@@ -104,5 +104,9 @@ export async function storeConnection(
       grantsToRevoke([{ organizationId, integrationId: after.id, provider: provider.id, metadata: before.metadata, secrets: previous }], 'account.replaced'),
     );
   }
+  // Once committed: a connect that rolled back never happened. Ids only (decision 147).
+  work.afterCommit(() =>
+    services.logger.info({ provider: provider.id, integrationId: after.id, organizationId, reconnected: before !== null, ...(session ? { sessionId: session.id } : {}) }, 'integration connected'),
+  );
   return { integration: { id: after.id, name: after.name, provider: provider.id }, displayName: provider.displayName };
 }

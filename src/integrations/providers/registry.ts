@@ -13,6 +13,7 @@ import { salesforce } from './salesforce.ts';
 import { slack } from './slack.ts';
 import { zoom } from './zoom.ts';
 import type { ProviderSettings } from '../../config/schema.ts';
+import { providerCallSpan } from '../../telemetry/tracing.ts';
 import { customProvider } from './custom.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError, type ProviderResponse } from './types.ts';
@@ -103,7 +104,7 @@ function configure(
   const request = async (url: string, init: RequestInit) => {
     const started = performance.now();
     try {
-      const response = await providerRequest(url, init, config.oauth.providerTimeout * 1000);
+      const response = await providerCallSpan(definition.id, url, init.method ?? 'GET', () => providerRequest(url, init, config.oauth.providerTimeout * 1000));
       observe?.(definition.id, String(response.status), (performance.now() - started) / 1000);
       return response;
     } catch (error) {

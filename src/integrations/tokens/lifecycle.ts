@@ -175,7 +175,7 @@ export class TokenLifecycle {
    */
   async apply(loaded: LoadedIntegration, transition: Transition | null, actor: AuditActor): Promise<IntegrationRow> {
     if (!transition) return loaded.row;
-    const deps = { db: this.services.db, outbox: this.services.outbox, actor };
+    const deps = { db: this.services.db, outbox: this.services.outbox, actor, logger: this.services.logger };
     return (await applyTransition(deps, loaded.row.organizationId, loaded.row.id, transition)) ?? loaded.row;
   }
 }

@@ -3,6 +3,7 @@ import type { Db } from '../../db/client.ts';
 import { integrations } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId } from '../../lib/ids.ts';
+import { inSpan } from '../../telemetry/tracing.ts';
 import { findIntegrationById, type IntegrationRow } from '../integrations.ts';
 import type { LoadedIntegration } from './loaded.ts';
 
@@ -43,8 +44,9 @@ export class SingleFlight {
   run(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
     const key = `${seen.organizationId}:${seen.id}`;
     const running = this.inflight.get(key);
-    if (running) return running;
-    const promise = this.acrossInstances(seen, refresh).finally(() => this.inflight.delete(key));
+    const span = { 'tessera.provider': seen.provider, 'tessera.integration.id': seen.id };
+    if (running) return inSpan('refresh', { ...span, 'tessera.refresh': 'joined' }, () => running);
+    const promise = inSpan('refresh', { ...span, 'tessera.refresh': 'led' }, () => this.acrossInstances(seen, refresh)).finally(() => this.inflight.delete(key));
     this.inflight.set(key, promise);
     return promise;
   }
