@@ -145,6 +145,9 @@ describe('TesseraError', () => {
     expect(() => new Tessera({ baseUrl: url })).toThrow(/apiToken/);
     // @ts-expect-error the base URL is required
     expect(() => new Tessera({ apiToken: 'tsa_x' })).toThrow(/baseUrl/);
+    // An API token acts in its own organization only; a service token in any.
+    expect(() => new Tessera({ baseUrl: url, apiToken: 'tsa_x' }).forOrganization('01J0000000000000000000000Z')).toThrow(/own organization/);
+    expect(new Tessera({ baseUrl: url, serviceToken }).forOrganization('01J0000000000000000000000Z')).toBeInstanceOf(Tessera);
   });
 });
 
@@ -180,6 +183,8 @@ describe('verifyWebhook', () => {
     for (const [body, headers, secret] of tampered) {
       expect(() => verifyWebhook(body, headers, secret)).toThrow(WebhookVerificationError);
     }
+    // Bytes that are not UTF-8 are no delivery of Tessera's either.
+    expect(() => verifyWebhook(new Uint8Array([0xff, 0xfe, 0x7b]), delivery.headers, SECRET)).toThrow(WebhookVerificationError);
   });
 
   it('throws on a stale delivery: one signed more than five minutes ago', () => {

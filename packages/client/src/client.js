@@ -3,7 +3,7 @@
 /** @import { paths } from './generated/openapi.js' */
 /** @import { CreatedApiToken, EndUserOption, GraphQLError, ProxyRequest, ProxyResponse, QueryOf, RequestBody, SuccessBody, TesseraOptions } from './types.js' */
 import createClient from 'openapi-fetch';
-import { errorFromResponse, isTesseraError, networkError, TesseraError } from './errors.js';
+import { errorFromResponse, isErrorBody, networkError, TesseraError } from './errors.js';
 import { pathSerializer } from './path-serializer.js';
 
 const PROXY = '/v1/integrations/{provider}/proxy/{path}';
@@ -280,6 +280,7 @@ export class Tessera {
    * @returns {Tessera}
    */
   forOrganization(organizationId) {
+    if (this.#options.apiToken) throw new TypeError('Tessera: an API token acts in its own organization only');
     return new Tessera(/** @type {TesseraOptions} */ ({ ...this.#options, organizationId }));
   }
 
@@ -334,7 +335,9 @@ export class Tessera {
     if (result.data instanceof ReadableStream) result.data.cancel().catch(() => {});
     if (!answer) throw networkError(this.#baseUrl, undefined);
     const parsed = method === 'HEAD' ? null : await bodyOf(answer);
-    if (!answer.ok && isTesseraError(parsed, answer)) throw errorFromResponse(answer, parsed);
+    // Tessera's own refusal, not the provider's answer: its error shape with this request's own id
+    // (a provider's body passed through never carries the id Tessera gave this request).
+    if (!answer.ok && isErrorBody(parsed) && parsed.requestId === answer.headers.get('x-request-id')) throw errorFromResponse(answer, parsed);
     return { status: answer.status, headers: Object.fromEntries(answer.headers), body: parsed };
   }
 

@@ -32,18 +32,14 @@ export class TesseraError extends Error {
 }
 
 /**
- * Whether a parsed body is Tessera's error shape. `requestId` must match the answer's own
- * X-Request-ID, so a provider's body passed through by the proxy is never mistaken for one.
+ * Whether a parsed body is Tessera's error shape (CONTRACT.md §2).
  * @param {unknown} body
- * @param {Response} response
  * @returns {body is components['schemas']['Error']}
  */
-export function isTesseraError(body, response) {
+export function isErrorBody(body) {
   if (typeof body !== 'object' || body === null) return false;
   const { success, code, error, requestId } = /** @type {Record<string, unknown>} */ (body);
-  if (success !== false || typeof code !== 'string' || typeof error !== 'string' || typeof requestId !== 'string') return false;
-  const header = response.headers.get('x-request-id');
-  return header === null || header === requestId;
+  return success === false && typeof code === 'string' && typeof error === 'string' && typeof requestId === 'string';
 }
 
 /** @param {Response} response */
@@ -61,7 +57,7 @@ function retryAfterOf(response) {
  */
 export function errorFromResponse(response, body) {
   const requestId = response.headers.get('x-request-id') ?? undefined;
-  if (isTesseraError(body, response)) {
+  if (isErrorBody(body)) {
     return new TesseraError({ status: response.status, code: body.code, message: body.error, requestId: body.requestId, details: body.details, retryAfter: retryAfterOf(response) });
   }
   return new TesseraError({

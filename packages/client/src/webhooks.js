@@ -52,11 +52,13 @@ function signatureHeaders(headers) {
  * @throws {WebhookVerificationError} when the delivery is not Tessera's
  */
 export function verifyWebhook(rawBody, headers, secret) {
-  const body = typeof rawBody === 'string' ? rawBody : new TextDecoder('utf-8', { fatal: true }).decode(rawBody);
   let event;
   try {
+    // Tessera signs UTF-8 JSON: bytes that are not UTF-8 cannot be its delivery.
+    const body = typeof rawBody === 'string' ? rawBody : new TextDecoder('utf-8', { fatal: true }).decode(rawBody);
     event = new Webhook(secret).verify(body, signatureHeaders(headers));
   } catch (error) {
+    if (error instanceof TypeError && typeof rawBody !== 'string') throw new WebhookVerificationError('Webhook not verified: the body is not UTF-8', error);
     if (error instanceof StandardWebhooksError) throw new WebhookVerificationError(`Webhook not verified: ${error.message}`, error);
     throw error;
   }
