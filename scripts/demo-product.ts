@@ -1,10 +1,11 @@
 /**
  * The demo's "product": a tiny app on loopback that embeds Tessera the way a SaaS product
- * would (docs/embedding.md). Its backend holds the organization's API token and mints a
- * connect session for each visit; its page includes Tessera's connect.js; its webhook
- * receiver shows the events Tessera sends. Demo only: no sign-in, one customer.
+ * would (docs/embedding.md), through @tessera/client. Its backend holds the organization's API
+ * token and mints a connect session for each visit; its page includes Tessera's connect.js; its
+ * webhook receiver verifies and shows the events Tessera sends. Demo only: no sign-in, one customer.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { Tessera, verifyWebhook, WebhookVerificationError } from '@tessera/client';
 import { escapeHtml } from '../src/web/connect-pages.ts';
 
 export interface DemoProduct {
@@ -46,18 +47,25 @@ async function body(request: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** Starts the demo product on `port` (0: any free one). */
-export async function startDemoProduct(port = 0): Promise<DemoProduct> {
+/** Starts the demo product on `port` (0: any free one); `webhookSecret` is Tessera's EVENTS_WEBHOOK_SECRET. */
+export async function startDemoProduct(webhookSecret: string, port = 0): Promise<DemoProduct> {
   const events: string[] = [];
   let tessera = '';
-  let apiToken = '';
+  let client: Tessera | undefined;
   let url = '';
   const server: Server = createServer(async (request, response) => {
     const requested = new URL(request.url ?? '/', url);
     try {
       if (request.method === 'POST' && requested.pathname === '/webhooks/tessera') {
-        // A real receiver checks webhook-signature (Standard Webhooks) before trusting anything.
-        const event = JSON.parse(await body(request)) as { type: string; data: unknown };
+        // Nothing is trusted before its signature (Standard Webhooks) checks out.
+        let event: ReturnType<typeof verifyWebhook>;
+        try {
+          event = verifyWebhook(await body(request), request.headers, webhookSecret);
+        } catch (error) {
+          if (!(error instanceof WebhookVerificationError)) throw error;
+          response.writeHead(401).end();
+          return;
+        }
         events.push(`${event.type} ${JSON.stringify(event.data)}`);
         response.writeHead(204).end();
         return;
@@ -67,13 +75,8 @@ export async function startDemoProduct(port = 0): Promise<DemoProduct> {
         return;
       }
       // What a product's backend does for a visit: mint a session for this end user, server to server.
-      const minted = await fetch(`${tessera}/v1/connect/sessions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${apiToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ redirectUri: `${url}/done`, endUser: { id: 'acme-user-1', displayName: 'Dana from Acme' } }),
-      });
-      const session = ((await minted.json()) as { session?: { url: string } }).session;
-      if (!session) throw new Error(`minting a connect session failed (HTTP ${minted.status})`);
+      if (!client) throw new Error('not connected to Tessera yet');
+      const { session } = await client.connectSessions.create({ redirectUri: `${url}/done`, endUser: { id: 'acme-user-1', displayName: 'Dana from Acme' } });
       response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(page(tessera, session.url, events, requested.searchParams));
     } catch (error) {
       response.writeHead(500, { 'content-type': 'text/plain' }).end(`demo product: ${(error as Error).message}`);
@@ -87,7 +90,7 @@ export async function startDemoProduct(port = 0): Promise<DemoProduct> {
     webhookUrl: `${url}/webhooks/tessera`,
     connect(base, token) {
       tessera = base;
-      apiToken = token;
+      client = new Tessera({ baseUrl: base, apiToken: token });
     },
     close: () =>
       new Promise<void>((resolve) => {

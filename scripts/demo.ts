@@ -9,6 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { Tessera } from '@tessera/client';
 import { type App, buildApp } from '../src/app.ts';
 import { ConfigError, loadConfig } from '../src/config/load.ts';
 import type { Database } from '../src/db/client.ts';
@@ -50,16 +51,8 @@ async function choosePort(): Promise<number> {
 
 /** Signs in as the demo user and creates the API token the demo product's backend uses. */
 async function demoApiToken(url: string): Promise<string> {
-  const signedIn = await fetch(`${url}/v1/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: DEMO_EMAIL, password: DEMO_PASSWORD }) });
-  const { accessToken } = (await signedIn.json()) as { accessToken: string };
-  const created = await fetch(`${url}/query`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ query: 'mutation { createAPIToken(name: "demo product backend") { token } }' }),
-  });
-  const token = ((await created.json()) as { data?: { createAPIToken?: { token?: string } } }).data?.createAPIToken?.token;
-  if (!token) throw new Error('could not create the demo product\'s API token');
-  return token;
+  const demo = await Tessera.login({ baseUrl: url, email: DEMO_EMAIL, password: DEMO_PASSWORD });
+  return (await demo.apiTokens.create({ name: 'demo product backend' })).token;
 }
 
 async function main(): Promise<void> {
@@ -86,7 +79,9 @@ async function main(): Promise<void> {
     slack.addUser({ login: SLACK_LOGIN, email: 'slackbot@example.com', name: 'Slackbot' });
 
     // A stand-in for the product that embeds Tessera: its redirect origin is allowed and it receives the events.
-    product = await startDemoProduct();
+    // The product verifies every delivery with it (verifyWebhook).
+    const webhookSecret = `whsec_${randomBytes(32).toString('base64')}`;
+    product = await startDemoProduct(webhookSecret);
     cleanups.push(() => product.close());
 
     const dataDir = mkdtempSync(join(tmpdir(), 'tessera-demo-'));
@@ -108,7 +103,7 @@ async function main(): Promise<void> {
         OAUTH_STATUS_MAX_AGE: '5',
         OAUTH_REDIRECT_ORIGINS: `${url},${product.url}`,
         EVENTS_WEBHOOK_URL: product.webhookUrl,
-        EVENTS_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
+        EVENTS_WEBHOOK_SECRET: webhookSecret,
         EVENTS_POLL_INTERVAL: '1',
         ...providerEnv(github),
         ...providerEnv(slack),

@@ -158,6 +158,17 @@ describe('managing organizations over REST', () => {
   });
 });
 
+describe('the deployment it works in', () => {
+  it("lists the configured providers, with or without an organization: what the product offers its customers", async () => {
+    const { organization } = (await newOrganization(service.token, { name: 'Providers' })).json();
+    for (const headers of [as(service.token), as(service.token, organization.id)]) {
+      const res = await t.fastify.inject({ url: '/v1/providers', headers });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json().providers.map((provider: { id: string }) => provider.id)).toContain('github');
+    }
+  });
+});
+
 describe('acting in an organization', () => {
   let owner: Account;
   beforeAll(async () => {
@@ -300,6 +311,17 @@ describe('revocation and expiry', () => {
     expect(session.json().session.status).toBe('revoked');
     const again = await graphqlRequest(t.fastify, admin.token, `mutation { revokeServiceToken(id: "${doomed.id}") { id } }`);
     expect(again.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+  });
+
+  it('a connect session it minted is usable while the token lives: pending, and its page opens', async () => {
+    const owner = await registerAndLogin(t.fastify, 'session-minter');
+    const minted = await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: as(service.token, owner.organizationId), payload: { redirectUri: 'http://127.0.0.1:8080/done' } });
+    expect(minted.statusCode, minted.body).toBe(201);
+    const { id, url } = minted.json().session;
+    const read = await t.fastify.inject({ url: `/v1/connect/sessions/${id}`, headers: as(service.token, owner.organizationId) });
+    expect(read.json().session.status).toBe('pending');
+    const page = await t.fastify.inject({ url: new URL(url).pathname });
+    expect(page.statusCode, page.body).toBe(200);
   });
 
   it('an expired service token gets 401', async () => {

@@ -9,7 +9,7 @@ import { type Db, queryRows, sql } from '../db/client.ts';
 
 /** Who minted a delegated credential: the minting credential's kind and id, and its user (null for an API token). */
 export interface Grantor {
-  /** `jwt` (a login session: the id is the session's), `pat` or `api_token`. */
+  /** `jwt` (a login session: the id is the session's), `pat`, `api_token` or `service_token`. */
   kind: string;
   credentialId: string;
   userId: string | null;
@@ -27,7 +27,8 @@ const MANAGER = sql`EXISTS (SELECT 1 FROM memberships m WHERE m.organization_id 
 
 /**
  * True while the grantor could still mint in `organizationId`: an API token of that
- * organization neither revoked nor expired; a person still owner or admin there, through
+ * organization neither revoked nor expired; a service token neither revoked nor expired (it may
+ * act in any organization, CONTRACT.md §5d); a person still owner or admin there, through
  * the login session that minted it still open (not logged out, not expired) or the personal
  * access token still valid and still listing the organization. Any other kind: false, so a
  * kind added without its rule here grants nothing.
@@ -39,6 +40,9 @@ export function grantorAuthorized(organizationId: SQLWrapper, grantor: GrantorCo
       WHEN 'api_token' THEN EXISTS (
         SELECT 1 FROM api_tokens t WHERE t.organization_id = g.org AND t.id = g.cid
           AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()))
+      WHEN 'service_token' THEN EXISTS (
+        SELECT 1 FROM service_tokens st WHERE st.id = g.cid
+          AND st.revoked_at IS NULL AND (st.expires_at IS NULL OR st.expires_at > now()))
       WHEN 'jwt' THEN EXISTS (
         SELECT 1 FROM sessions s WHERE s.id = g.cid AND s.user_id = g.uid
           AND s.revoked_at IS NULL AND s.expires_at > now()) AND ${MANAGER}

@@ -33,6 +33,8 @@ const ROUTES = new Map<string, ServiceTokenRoute>([
   ['GET /v1/organizations/:id', { scope: 'deployment' }],
   ['PATCH /v1/organizations/:id', { scope: 'deployment' }],
   ['DELETE /v1/organizations/:id', { scope: 'deployment' }],
+  // The deployment's configured providers: what a product's backend offers its customers.
+  ['GET /v1/providers', { scope: 'deployment' }],
   ['GET /v1/integrations', { scope: 'organization' }],
   ['DELETE /v1/integrations', { scope: 'organization' }],
   ['DELETE /v1/integrations/:id', { scope: 'organization' }],
