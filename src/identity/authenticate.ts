@@ -12,6 +12,7 @@ import { AppError } from '../http/errors.ts';
 import { remember } from '../lib/bounded.ts';
 import { checkCredential, type DeferredCredential, PAT_CHECK, principalFromCaller } from './caller-check.ts';
 import { API_TOKEN_PREFIX, hashToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX, type SessionTokens } from './credentials.ts';
+import { enterOrganization } from './enter.ts';
 import { checkServiceToken } from './service-tokens.ts';
 
 /** The HttpOnly cookie holding the session JWT; used only when no `Authorization` header is sent. */
@@ -35,6 +36,11 @@ export async function authenticate(deps: CredentialDeps, request: FastifyRequest
     ? ({ kind: 'api_token', hash: hashToken(token), touch: true } as const)
     : sessionCredential(deps.sessionTokens, token ?? sessionCookie(request));
   const principal = await checkCredential(deps.db, credential, token === null);
+  const wanted = organizationHeader(request);
+  // A system administrator's own session enters any organization, to read there (CONTRACT.md §11).
+  if (wanted && wanted !== principal.organizationId && principal.kind === 'jwt' && principal.systemAdmin && !request.ctx.impersonateUserId) {
+    return enterOrganization(deps.db, request, principal, wanted);
+  }
   assertOrganizationHeader(request, principal.organizationId);
   return principal;
 }
