@@ -72,20 +72,29 @@ export async function runRetentionPass(db: Db, days: number, options: RetentionO
 /** How often a pass runs in the deployment, whatever the number of instances. */
 const PASS_INTERVAL_SECONDS = 3600;
 
+type RetentionServices = Pick<Services, 'db' | 'config' | 'logger' | 'metrics'>;
+
+/**
+ * A pass if this instance claims the deployment's retention job (at most once an hour in
+ * total), counted in `/metrics`; null when another instance has it or it is not due.
+ */
+export async function runRetention(services: RetentionServices, options: RetentionOptions = {}): Promise<RetentionResult | null> {
+  if (!(await claimJob(services.db, 'retention', PASS_INTERVAL_SECONDS))) return null;
+  const result = await runRetentionPass(services.db, services.config.retention.days, { ...options, onPurged: (kind, count) => services.metrics?.retentionPurged(kind, count) });
+  if (Object.values(result).some((count) => count > 0)) services.logger.info({ purged: result }, 'retention pass purged old rows');
+  return result;
+}
+
 /**
  * Every `everyMs` each instance asks for the job; the one that claims it (once an hour across
  * instances) runs a pass. stop() waits for a running pass.
  */
-export function startRetentionScheduler(services: Pick<Services, 'db' | 'config' | 'logger' | 'metrics'>, everyMs = 300_000): { stop(): Promise<void> } {
+export function startRetentionScheduler(services: RetentionServices, everyMs = 300_000): { stop(): Promise<void> } {
   let running: Promise<unknown> | null = null;
   let stopped = false;
   const tick = () => {
     if (running || stopped) return;
-    running = (async () => {
-      if (!(await claimJob(services.db, 'retention', PASS_INTERVAL_SECONDS))) return;
-      const result = await runRetentionPass(services.db, services.config.retention.days, { onPurged: (kind, count) => services.metrics?.retentionPurged(kind, count) });
-      if (Object.values(result).some((count) => count > 0)) services.logger.info({ purged: result }, 'retention pass purged old rows');
-    })()
+    running = runRetention(services)
       .catch((error: unknown) => services.logger.error({ err: error }, 'retention pass failed'))
       .finally(() => {
         running = null;

@@ -43,7 +43,7 @@ const HEALTH = sql`(SELECT json_build_object(
     'warning', count(*) FILTER (WHERE i.status = 'warning' AND NOT ${PAST_EXPIRY}),
     'expired', count(*) FILTER (WHERE i.status = 'expired' OR (i.status IN ('connected', 'warning') AND ${PAST_EXPIRY})),
     'invalid', count(*) FILTER (WHERE i.status = 'invalid'))
-  FROM integrations i WHERE i.organization_id = ${organizations.id})`;
+  FROM integrations i WHERE i.organization_id = organizations.id)`;
 
 /** `%`, `_` and `\` match themselves in a search. */
 function likePattern(text: string): string {
