@@ -14,7 +14,7 @@ import members from './sections/members.js';
 import organizations from './sections/organizations.js';
 import serviceTokens from './sections/service-tokens.js';
 import sessions from './sections/sessions.js';
-import { actionButton, clearMessages, complain, describeError, h, hidden, isBusy, roleName, say, setBusy, show } from './ui.js';
+import { actionButton, clearMessages, complain, describeError, fill, h, hidden, isBusy, roleName, say, setBusy, show } from './ui.js';
 
 const SECTIONS = [integrations, members, apiTokens, sessions, audit, organizations, serviceTokens, deliveries];
 const INVITATION_FIELDS = 'id email role expiresAt organization { id name }';
@@ -153,7 +153,8 @@ function organizationLabel(org) {
 
 function renderAccount() {
   const { user, organization } = state.access;
-  ui.who.replaceChildren(
+  fill(
+    ui.who,
     hidden('Signed in as '),
     h('span', { class: 'who-name', text: user?.name || user?.email || 'API token' }),
     user?.name && user?.email ? h('span', { class: 'who-email', text: ` ${user.email}` }) : null,
@@ -179,7 +180,8 @@ function renderEntered() {
   const entered = state.entered;
   show(ui.entered, entered !== null);
   if (!entered) return;
-  ui.entered.replaceChildren(
+  fill(
+    ui.entered,
     h(
       'p',
       {},

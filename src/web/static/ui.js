@@ -23,6 +23,12 @@ export function h(tag, attributes = {}, ...children) {
   return node;
 }
 
+/** Replaces `node`'s children with those given, leaving out the absent ones (null, undefined, false). */
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((child) => child !== null && child !== undefined && child !== false));
+  return node;
+}
+
 /** Text for screen readers only, e.g. which item a "Revoke" button is about. */
 export const hidden = (text) => h('span', { class: 'visually-hidden', text });
 

@@ -113,7 +113,9 @@ class AuditView {
     const person = entry.actorUserId ? (this.people.get(entry.actorUserId) ?? `user ${entry.actorUserId}`) : null;
     const through = CREDENTIALS[entry.credentialKind] ?? null;
     if (person && through) return `${person}, with ${through}`;
-    return person ?? (through ? `${through.charAt(0).toUpperCase()}${through.slice(1)}` : 'Tessera itself');
+    if (person || through) return person ?? `${through.charAt(0).toUpperCase()}${through.slice(1)}`;
+    // No credential: an end user through a connect link, or Tessera's own background work.
+    return entry.detail.includes('"connectSession"') ? 'An end user, through a connect link' : 'Tessera itself';
   }
 
   target(entry) {

@@ -9,8 +9,9 @@ import {
   clearMessages,
   complain,
   confirmed,
-  facts,
   describeError,
+  facts,
+  fill,
   focusedKey,
   h,
   pagedList,
@@ -94,7 +95,8 @@ class IntegrationsView {
     this.noIntegrations = h('p', { id: 'no-integrations', class: 'muted', hidden: true, text: 'No provider is connected to this organization yet.' });
     this.endUserBlock = h('div', { id: 'end-user-integrations' });
     this.connectBlock = h('div', { id: 'connect-providers' });
-    root.append(
+    fill(
+      root,
       sectionHead('integrations', 'Integrations', this.reloadButton),
       this.updated,
       ctx.canWrite() ? null : h('p', { id: 'role-note', class: 'note', text: this.roleNote() }),
@@ -243,7 +245,8 @@ class IntegrationsView {
       this.endUserBlock.replaceChildren();
       return;
     }
-    this.endUserBlock.replaceChildren(
+    fill(
+      this.endUserBlock,
       h('h2', { id: 'end-users-title', text: "End users' connections" }),
       h('p', { class: 'note', text: 'Connected by your product’s end users through connect links. Their status is checked when you ask.' }),
       pagedList({
@@ -273,7 +276,8 @@ class IntegrationsView {
     const items = available.map((p) =>
       h('li', {}, h('button', { type: 'button', class: 'primary', 'data-focus-key': `connect:${p.id}`, onclick: (e) => this.startConnect(p.id, e.currentTarget) }, `Connect ${p.displayName}`)),
     );
-    this.connectBlock.replaceChildren(
+    fill(
+      this.connectBlock,
       h('h2', { id: 'connect-title', text: 'Connect a provider' }),
       items.length ? h('ul', { id: 'provider-list', class: 'connect-list', 'aria-labelledby': 'connect-title' }, items) : null,
       ctx.providers.length > 0 && available.length === 0 ? h('p', { class: 'muted', text: 'Every configured provider is connected.' }) : null,
