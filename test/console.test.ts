@@ -318,7 +318,7 @@ describe('the console, as a system administrator', () => {
       .poll(async () => {
         await page.getByRole('button', { name: 'Filter' }).click();
         return page.locator('#delivery-list li.row', { hasText: 'HTTP 500' }).count();
-      }, { timeout: 20_000, intervals: [500] })
+      }, { timeout: 20_000, interval: 500 })
       .toBeGreaterThan(0);
     const failed = page.locator('#delivery-list li.row').first();
     const id = await failed.getAttribute('data-delivery');
