@@ -41,7 +41,7 @@ export async function authenticate(deps: CredentialDeps, request: FastifyRequest
   if (wanted && wanted !== principal.organizationId && principal.kind === 'jwt' && principal.systemAdmin && !request.ctx.impersonateUserId) {
     return enterOrganization(deps.db, request, principal, wanted);
   }
-  assertOrganizationHeader(request, principal.organizationId);
+  assertOrganizationHeader(request, wanted, principal.organizationId);
   return principal;
 }
 
@@ -153,8 +153,7 @@ export function organizationHeader(request: FastifyRequest): string | null {
   return header;
 }
 
-function assertOrganizationHeader(request: FastifyRequest, organizationId: string): void {
-  const wanted = organizationHeader(request);
+function assertOrganizationHeader(request: FastifyRequest, wanted: string | null, organizationId: string): void {
   // Impersonation reads the header itself; otherwise a credential bound to one organization cannot pick another.
   if (wanted && wanted !== organizationId && !request.ctx.impersonateUserId) {
     throw new AppError('FORBIDDEN', { message: 'This credential is bound to another organization' });

@@ -21,6 +21,8 @@ const STATIC_FILES = [
   { url: '/assets/app.js', file: 'app.js', type: 'text/javascript; charset=utf-8' },
   { url: '/assets/api.js', file: 'api.js', type: 'text/javascript; charset=utf-8' },
   { url: '/assets/ui.js', file: 'ui.js', type: 'text/javascript; charset=utf-8' },
+  { url: '/assets/account.js', file: 'account.js', type: 'text/javascript; charset=utf-8' },
+  { url: '/assets/outcome.js', file: 'outcome.js', type: 'text/javascript; charset=utf-8' },
   // The console's sections: one module each (app.js imports them).
   ...CONSOLE_SECTIONS.map((name) => ({ url: `/assets/sections/${name}.js`, file: `sections/${name}.js`, type: 'text/javascript; charset=utf-8' })),
   { url: '/assets/invitation.js', file: 'invitation.js', type: 'text/javascript; charset=utf-8' },

@@ -5,6 +5,7 @@
 // goes through the public JSON API and GraphQL with the HttpOnly session cookie; every unsafe
 // request carries the CSRF header (./api.js). No page ever asks for a provider token.
 
+import { drawAccount, drawEntered, drawMyInvitations, storedEntered, storeEntered } from './account.js';
 import { api, graphql } from './api.js';
 import apiTokens from './sections/api-tokens.js';
 import audit from './sections/audit.js';
@@ -14,11 +15,10 @@ import members from './sections/members.js';
 import organizations from './sections/organizations.js';
 import serviceTokens from './sections/service-tokens.js';
 import sessions from './sections/sessions.js';
-import { actionButton, clearMessages, complain, describeError, fill, h, hidden, isBusy, roleName, say, setBusy, show } from './ui.js';
+import { clearMessages, complain, describeError, h, say, show, whileBusy } from './ui.js';
 
 const SECTIONS = [integrations, members, apiTokens, sessions, audit, organizations, serviceTokens, deliveries];
 const INVITATION_FIELDS = 'id email role expiresAt organization { id name }';
-const ENTERED_KEY = 'tessera.entered';
 
 const el = (id) => document.getElementById(id);
 const ui = {
@@ -51,20 +51,11 @@ const state = {
   providers: [],
   myInvitations: [],
   /** The organization a system administrator entered to read: `{id, name, externalId}`, or null. */
-  entered: readEntered(),
+  entered: storedEntered(),
   section: null,
   /** Bumped by every load: answers of an older load are dropped. */
   generation: 0,
 };
-
-function readEntered() {
-  try {
-    const value = JSON.parse(sessionStorage.getItem(ENTERED_KEY) ?? 'null');
-    return value && typeof value.id === 'string' ? value : null;
-  } catch {
-    return null;
-  }
-}
 
 const role = () => state.access?.organization?.role;
 
@@ -92,22 +83,12 @@ const ctx = {
    * Runs an action with its button busy (a second click does nothing). A failure is said in
    * words (401: sign in again); `refreshOn` codes mean the view was out of date: it is redrawn.
    */
-  async run(button, action, { name, refreshOn = ['NOT_FOUND', 'CONFLICT', 'INTEGRATION_NOT_FOUND'], onRefresh } = {}) {
-    if (isBusy(button)) return;
-    setBusy(button, true);
-    try {
-      await action();
-    } catch (error) {
-      if (error.status === 401) {
-        showSignIn(describeError(error));
-        return;
-      }
+  run: (button, action, { name, refreshOn = ['NOT_FOUND', 'CONFLICT', 'INTEGRATION_NOT_FOUND'], onRefresh } = {}) =>
+    whileBusy(button, action, async (error) => {
+      if (error.status === 401) return showSignIn(describeError(error));
       complain(describeError(error, name));
       if (refreshOn.includes(error.code)) await onRefresh?.();
-    } finally {
-      setBusy(button, false);
-    }
-  },
+    }),
   signedOut: (message) => showSignIn(message),
   enter,
   leave,
@@ -146,70 +127,16 @@ function showSignIn(message) {
   if (message) complain(message);
 }
 
-/** An organization as the switcher names it: its external id beside its name (customers often share names). */
-function organizationLabel(org) {
-  return `${org.name}${org.externalId ? ` · ${org.externalId}` : ''} (${roleName(org.role)})`;
-}
-
 function renderAccount() {
-  const { user, organization } = state.access;
-  fill(
-    ui.who,
-    hidden('Signed in as '),
-    h('span', { class: 'who-name', text: user?.name || user?.email || 'API token' }),
-    user?.name && user?.email ? h('span', { class: 'who-email', text: ` ${user.email}` }) : null,
-  );
-  const organizations = state.organizations;
-  const current = state.entered ? null : organizations.find((org) => org.id === organization.id);
-  if (organizations.length > 1 || state.entered) {
-    ui.orgSelect.replaceChildren(
-      ...(state.entered ? [h('option', { value: '', selected: true, text: `${state.entered.name} (entered, read-only)` })] : []),
-      ...organizations.map((org) => h('option', { value: org.id, selected: org.id === current?.id, text: organizationLabel(org) })),
-    );
-    show(ui.orgForm, true);
-    show(ui.orgSingle, false);
-  } else {
-    ui.orgSingle.replaceChildren(hidden('Organization: '), organizationLabel(current ?? { ...organization, externalId: null }));
-    show(ui.orgSingle, true);
-    show(ui.orgForm, false);
-  }
-  show(ui.account, true);
+  drawAccount(ui, { access: state.access, organizations: state.organizations, entered: state.entered });
 }
 
 function renderEntered() {
-  const entered = state.entered;
-  show(ui.entered, entered !== null);
-  if (!entered) return;
-  fill(
-    ui.entered,
-    h(
-      'p',
-      {},
-      'You are viewing ',
-      h('strong', { text: entered.name }),
-      entered.externalId ? ` (${entered.externalId})` : '',
-      ' as a system administrator. You can read here; changes are for its own people. Each page you open is recorded in its audit log.',
-    ),
-    actionButton('Leave', ` ${entered.name}`, 'leave', (button) => ctx.run(button, leave)),
-  );
-}
-
-function myInvitationItem(invitation) {
-  const organization = invitation.organization.name;
-  return h(
-    'li',
-    { class: 'invitation' },
-    h('p', { class: 'invitation-text' }, h('strong', { text: organization }), ` invites you to join as ${roleName(invitation.role)}.`),
-    h('p', { class: 'muted' }, 'Open until ', h('time', { datetime: invitation.expiresAt, text: new Date(invitation.expiresAt).toLocaleString() }), '.'),
-    // Accepting needs the invitation's link (its token), which only the invitation's e-mail carries.
-    h('p', { class: 'note' }, 'To accept, open the link in the invitation e-mail.'),
-    h('div', { class: 'actions' }, actionButton('Decline', ` the invitation to ${organization}`, `decline:${invitation.id}`, (button) => declineInvitation(invitation, button))),
-  );
+  drawEntered(ui.entered, state.entered, (button) => ctx.run(button, leave));
 }
 
 function renderMyInvitations() {
-  ui.myInvitationList.replaceChildren(...state.myInvitations.map(myInvitationItem));
-  show(ui.myInvitations, state.myInvitations.length > 0);
+  drawMyInvitations(ui, state.myInvitations, declineInvitation);
 }
 
 function declineInvitation(invitation, button) {
@@ -306,8 +233,7 @@ async function loadAll() {
 
 function setEntered(organization) {
   state.entered = organization;
-  if (organization) sessionStorage.setItem(ENTERED_KEY, JSON.stringify(organization));
-  else sessionStorage.removeItem(ENTERED_KEY);
+  storeEntered(organization);
 }
 
 /** A system administrator enters `organization` to read it (CONTRACT.md §11). */

@@ -130,6 +130,19 @@ export function setBusy(control, busy) {
 
 export const isBusy = (control) => control?.getAttribute('aria-disabled') === 'true';
 
+/** Runs `action` with `button` busy (a second click meanwhile does nothing); a failure goes to `onError`. */
+export async function whileBusy(button, action, onError) {
+  if (isBusy(button)) return;
+  setBusy(button, true);
+  try {
+    await action();
+  } catch (error) {
+    await onError(error);
+  } finally {
+    setBusy(button, false);
+  }
+}
+
 /** A button: visible `label`, and `context` for screen readers (which item it acts on). */
 export function actionButton(label, context, focusKey, onClick, { primary = false, danger = false } = {}) {
   return h(
