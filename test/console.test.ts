@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
+import { CONSOLE_SECTIONS, CONTENT_SECURITY_POLICY } from '../src/web/routes.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
@@ -171,6 +172,21 @@ async function consent(page: Page, login: string): Promise<void> {
   await page.getByRole('button', { name: 'Approve' }).click();
   await page.waitForURL((url) => url.origin === origin && url.pathname === '/', WAIT);
 }
+
+describe('the console’s modules', () => {
+  it('are each served as JavaScript from this origin, under the pages’ headers, with no inline code in the page', async () => {
+    const modules = ['app', 'api', 'ui', 'account', 'outcome', ...CONSOLE_SECTIONS.map((name) => `sections/${name}`)];
+    for (const name of modules) {
+      const res = await fetch(`${origin}/assets/${name}.js`);
+      expect(res.status, name).toBe(200);
+      expect(res.headers.get('content-type'), name).toBe('text/javascript; charset=utf-8');
+      expect(res.headers.get('x-content-type-options'), name).toBe('nosniff');
+      expect(res.headers.get('content-security-policy'), name).toBe(CONTENT_SECURITY_POLICY);
+      // Text goes in as text: no module writes HTML.
+      expect(await res.text(), name).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write/);
+    }
+  });
+});
 
 describe('the console, as an organization’s owner', () => {
   it('invites a member, who accepts through the link; the member list shows them', async () => {
