@@ -5,6 +5,7 @@ import type { Config } from './config/load.ts';
 import type { Database } from './db/client.ts';
 import { createDispatcher } from './events/dispatcher.ts';
 import { createOutbox } from './events/outbox.ts';
+import { webhookDeliveryRoutes } from './events/routes.ts';
 import { createFastify } from './http/fastify.ts';
 import { FormGuard } from './http/form-guard.ts';
 import { healthRoutes, type Readiness } from './http/health.ts';
@@ -25,6 +26,7 @@ import { Revocations } from './integrations/revocations.ts';
 import { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import { StateCodec } from './integrations/state.ts';
 import { startValidationScheduler } from './integrations/validator.ts';
+import { startRetentionScheduler } from './jobs/retention.ts';
 import { organizationRoutes } from './organizations/routes.ts';
 import { keyringReadiness } from './secrets/keyring-check.ts';
 import type { Services } from './services.ts';
@@ -58,8 +60,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
 
   const { services, metrics, dispatcher } = await createServices(fastify, config, database, logger);
   let validator: { stop(): Promise<void> } | null = null;
+  let retention: { stop(): Promise<void> } | null = null;
   fastify.addHook('onClose', async () => {
     await validator?.stop();
+    await retention?.stop();
     await services.revocations.stop();
     await dispatcher.stop();
   });
@@ -76,6 +80,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   organizationRoutes(fastify, services);
   integrationRoutes(fastify, services);
   connectPageRoutes(fastify, services);
+  webhookDeliveryRoutes(fastify, services);
   await graphqlRoutes(fastify, services);
   webRoutes(fastify);
   await options.routes?.(fastify, services);
@@ -90,6 +95,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
       services.revocations.start();
       // A pass at least every minute: rows come due one interval after their last check.
       validator ??= startValidationScheduler(services, Math.min(config.oauth.validationInterval, 60) * 1000);
+      retention ??= startRetentionScheduler(services);
     },
   };
 }
@@ -104,6 +110,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     logger,
     onDelivered: (lagMs) => metrics.delivered(lagMs),
     backoff: { baseMs: config.events.retryBase * 1000, maxMs: config.events.retryMax * 1000 },
+    maxAgeSeconds: config.events.maxAge,
     keyring: config.keyring,
   });
   const passwords = new PasswordHasher({ cost: config.auth.passwordCost });

@@ -105,13 +105,13 @@ describe('connect.js', () => {
       expect(result).toEqual({ status: 'connected', provider: 'github', integration: expect.stringMatching(/^[0-9A-HJKMNP-TV-Z]{26}$/), error: null, session: session.id });
       // The product page never left.
       expect(page.url()).toBe(`${productOrigin}/app`);
-      // The organization's own page says which end user connected it.
+      // The console lists the end user's own connection under their name.
       const own = await context.newPage();
       await own.goto(`${tessera}/`);
       await own.locator('#email').fill(owner.email);
       await own.locator('#password').fill(owner.password);
       await own.getByRole('button', { name: 'Sign in' }).click();
-      await own.getByText('Connected by Grace from Customer One through a connect link').waitFor(WAIT);
+      await own.getByRole('heading', { name: 'GitHub · Grace from Customer One' }).waitFor(WAIT);
     } finally {
       await context.close();
     }

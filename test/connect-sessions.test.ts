@@ -85,7 +85,10 @@ describe('minting a session', () => {
     const admin = await registerAndLogin(t.fastify, 'sysadmin');
     await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${admin.userId}`);
     expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...bearer(admin.token), 'x-impersonate-user': owner.userId }, payload: { redirectUri: RETURN } })).statusCode).toBe(403);
-    expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...browser(owner), 'content-type': 'application/json' }, payload: { redirectUri: RETURN } })).statusCode).toBe(401);
+    // The console mints with its cookie session (CONTRACT.md §5a), and only with the CSRF header.
+    const { 'x-csrf-token': _csrf, ...withoutCsrf } = browser(owner);
+    expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...withoutCsrf, 'content-type': 'application/json' }, payload: { redirectUri: RETURN } })).json().code).toBe('CSRF_INVALID');
+    expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...browser(owner), 'content-type': 'application/json' }, payload: { redirectUri: RETURN } })).statusCode).toBe(201);
     expect((await mint(apiToken, { redirectUri: 'https://evil.example/steal' })).json().code).toBe('INVALID_REDIRECT_URI');
     expect((await mint(apiToken, { allowedProviders: ['gitlab'] })).json().code).toBe('PROVIDER_NOT_CONFIGURED');
     for (const bad of [{ expiresIn: 59 }, { expiresIn: 14401 }, { endUser: { id: '' } }, { endUser: { id: 'x'.repeat(129) } }, { endUser: { id: 'tab\tin' } }, { endUser: { id: 'zero\u200bwidth' } }, { extra: true }]) {

@@ -36,6 +36,7 @@ import { type Account, bearer, login, registerAndLogin } from './helpers/identit
 import { acceptTokenOf } from './helpers/invitations.ts';
 import { type CheckedResponse, OpenApiChecker, type Route } from './helpers/openapi.ts';
 import { connect, providerEnv, REDIRECT_URI, startFlow } from './helpers/providers.ts';
+import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhooks.ts';
 
 const SCALE = Number(process.env.HOSTILE_SCALE ?? '1') || 1;
 const RUNS = { rest: Math.ceil(300 * SCALE), graphql: Math.ceil(150 * SCALE), ssrf: Math.ceil(200 * SCALE) };
@@ -101,6 +102,7 @@ let t: TestApp;
 let gh: FakeProvider;
 let slack: FakeProvider;
 let attacker: Attacker;
+let receiver: WebhookReceiver;
 let checker: OpenApiChecker;
 let serverPort = 0;
 
@@ -203,12 +205,14 @@ async function joinOwnerOrganization(): Promise<void> {
 }
 
 beforeAll(async () => {
-  [gh, slack, attacker] = await Promise.all([startFakeGitHub({ tokenExpiresIn: 28800 }), startFakeSlack(), startAttacker()]);
+  [gh, slack, attacker, receiver] = await Promise.all([startFakeGitHub({ tokenExpiresIn: 28800 }), startFakeSlack(), startAttacker(), startWebhookReceiver()]);
   gh.addUser({ login: LOGINS.github, email: 'octo@example.com', name: 'Octo Cat' });
   gh.addUser({ login: 'happycat', email: 'happy@example.com' });
   slack.addUser({ login: LOGINS.slack, email: 'sam@example.com' });
   slack.addUser({ login: 'happysam', email: 'happysam@example.com' });
-  t = await createTestApp({ background: false, env: { ...providerEnv(gh), ...providerEnv(slack), RATE_LIMIT_MAX: '0' } });
+  // A webhook gives events their deliveries (the walk retries one); nothing delivers in the background.
+  const webhook = { EVENTS_WEBHOOK_URL: receiver.url, EVENTS_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 9).toString('base64')}` };
+  t = await createTestApp({ background: false, env: { ...providerEnv(gh), ...providerEnv(slack), ...webhook, RATE_LIMIT_MAX: '0' } });
   checker = await OpenApiChecker.fromApp(t.fastify);
 
   world.owner = remember(await registerAndLogin(t.fastify, 'owner'));
@@ -245,7 +249,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.close();
-  await Promise.all([gh?.close(), slack?.close(), attacker?.close()]);
+  await Promise.all([gh?.close(), slack?.close(), attacker?.close(), receiver?.close()]);
 });
 
 // ---------------------------------------------------------------- checks on every response
@@ -1036,6 +1040,7 @@ describe('OpenAPI conformance', () => {
     await call('account access (API token)', 'GET', '/v1/account/access', 200, bearer(api));
     const minted = await call('connect session', 'POST', '/v1/connect/sessions', 201, bearer(api), { redirectUri: REDIRECT_URI, allowedProviders: ['github'], endUser: { id: 'walker' } });
     await call('connect session status', 'GET', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
+    await call('list connect sessions', 'GET', '/v1/connect/sessions?status=pending&first=5', 200, bearer(api));
     await call('revoke connect session', 'DELETE', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('delete integration', 'DELETE', `/v1/integrations/${slackId}`, 200, auth);
     await call("list an end user's integrations", 'GET', '/v1/integrations?provider=github&endUser=walker', 200, auth);
@@ -1047,6 +1052,9 @@ describe('OpenAPI conformance', () => {
     await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${signedIn.json().user.id}`);
     const serviceToken = (await gql(token, 'mutation { createServiceToken(name: "walk") { token } }')).createServiceToken.token as string;
     await call('list organizations (service token)', 'GET', '/v1/organizations?first=5', 200, bearer(serviceToken));
+    await call('find organizations (system administrator)', 'GET', '/v1/organizations?q=second&first=5', 200, auth);
+    const deliveries = await call('webhook deliveries', 'GET', '/v1/webhooks/deliveries?status=pending&eventType=organization.created&first=5', 200, auth);
+    await call('retry a delivery', 'POST', `/v1/webhooks/deliveries/${deliveries.json().deliveries[0]?.id}/retry`, 200, auth);
     await call('account access (service token)', 'GET', '/v1/account/access', 200, { ...bearer(serviceToken), 'x-organization-id': organizationId });
     await call('offboard organization', 'DELETE', `/v1/organizations/${secondId}`, 200, auth);
 

@@ -92,10 +92,11 @@ describe('every operation, whenever it was added', () => {
     for (const { where, operation } of operations(document, false)) expect(Array.isArray(operation.security), where).toBe(true);
     const security = (where: string) => operations().find((entry) => entry.where === where)?.operation.security;
     for (const open of ['GET /livez', 'GET /api-docs', 'POST /v1/login', 'POST /v1/register', 'GET /v1/csrf', 'POST /v1/integrations/oauth/callback', 'GET /query']) expect(security(open), open).toEqual([]);
-    for (const headerOnly of ['GET /v1/integrations/{provider}/token', 'GET /v1/integrations/{provider}/proxy/{path}', 'POST /v1/integrations/{provider}/proxy/{path}', 'GET /v1/connect/sessions/{id}', 'GET /v1/widgets/{id}/files/{path}']) {
+    for (const headerOnly of ['GET /v1/integrations/{provider}/token', 'GET /v1/integrations/{provider}/proxy/{path}', 'POST /v1/integrations/{provider}/proxy/{path}', 'GET /v1/widgets/{id}/files/{path}']) {
       expect(security(headerOnly), headerOnly).toEqual([{ bearerAuth: [] }]);
     }
-    for (const either of ['GET /v1/integrations', 'POST /v1/logout', 'POST /query', 'GET /v1/widgets/{id}']) expect(security(either), either).toEqual([{ bearerAuth: [] }, { sessionCookie: [] }]);
+    // Connect sessions take the console's cookie session too (CONTRACT.md §5a).
+    for (const either of ['GET /v1/integrations', 'POST /v1/logout', 'POST /query', 'GET /v1/widgets/{id}', 'GET /v1/connect/sessions/{id}', 'POST /v1/connect/sessions']) expect(security(either), either).toEqual([{ bearerAuth: [] }, { sessionCookie: [] }]);
   });
 
   it('documents X-Request-ID on every response, Retry-After on every 429 and 503', () => {
@@ -166,7 +167,7 @@ describe('the proxy', () => {
 describe('documented behaviour is the real behaviour', () => {
   it('refuses a cookie session (401) on every route whose security names the bearer scheme alone', async () => {
     const headerOnly = operations(document, false).filter(({ operation }) => JSON.stringify(operation.security) === JSON.stringify([{ bearerAuth: [] }]));
-    expect(headerOnly.length).toBeGreaterThanOrEqual(9);
+    expect(headerOnly.length).toBeGreaterThanOrEqual(8);
     for (const { where, method, path } of headerOnly) {
       const url = path.replace('{provider}', 'github').replace('{path}', 'user').replace('{id}', '01ARZ3NDEKTSV4RRFFQ69G5FAV');
       const payload = path === '/v1/connect/sessions' ? { redirectUri: REDIRECT_URI } : {};

@@ -361,7 +361,8 @@ describe('the integrations page', () => {
     await page.getByRole('button', { name: 'Switch' }).click();
     await waitForNotice(page, 'Now working in Acme Team.');
 
-    // As an admin of Acme Team: invite someone (members and admins only), see it pending, revoke it.
+    // As an admin of Acme Team: invite someone (members and admins only), see it pending, revoke it — in the console's Members section.
+    await page.getByRole('link', { name: 'Members' }).click();
     await page.getByRole('heading', { level: 2, name: 'Pending invitations' }).waitFor(WAIT);
     expect(await page.locator('#invite-role option').allTextContents()).toEqual(['Member', 'Admin']);
     await page.getByLabel("Invitee's e-mail").fill('newcomer@example.com');
@@ -370,6 +371,8 @@ describe('the integrations page', () => {
     await waitForNotice(page, 'newcomer@example.com is invited as admin until');
     expect(await page.locator('#org-invitation-list').textContent()).toContain('newcomer@example.com as admin');
     expect(await page.evaluate('document.activeElement?.id')).toBe('invite-email');
+    // Revoking is destructive: the console asks first.
+    page.once('dialog', (dialog) => void dialog.accept());
     await page.getByRole('button', { name: 'Revoke the invitation of newcomer@example.com' }).click();
     await waitForNotice(page, 'The invitation of newcomer@example.com is revoked.');
     await page.getByText('No invitation is waiting for an answer.').waitFor(WAIT);

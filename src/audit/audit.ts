@@ -99,10 +99,20 @@ export async function recordAudit(db: Db, actor: AuditActor, entry: AuditEntry):
 
 export type AuditRow = typeof auditLogs.$inferSelect;
 
-/** An organization's audit log, newest first, `first` rows after the cursor `after` (an entry id). */
-export async function listAudit(db: Db, organizationId: string, options: { first: number; after?: string }): Promise<AuditRow[]> {
-  const where = options.after
-    ? and(eq(auditLogs.organizationId, organizationId), lt(auditLogs.id, options.after))
-    : eq(auditLogs.organizationId, organizationId);
-  return db.select().from(auditLogs).where(where).orderBy(desc(auditLogs.id)).limit(options.first);
+/**
+ * An organization's audit log, newest first, `first` rows after the cursor `after` (an entry
+ * id), optionally only the rows about one integration, of one action, or by one actor.
+ */
+export async function listAudit(
+  db: Db,
+  organizationId: string,
+  options: { first: number; after?: string; integrationId?: string | undefined; action?: string | undefined; actorUserId?: string | undefined },
+): Promise<AuditRow[]> {
+  const where = [eq(auditLogs.organizationId, organizationId)];
+  if (options.after) where.push(lt(auditLogs.id, options.after));
+  // An integration's rows name it as their target (connect, refresh, token read, status change, delete).
+  if (options.integrationId) where.push(eq(auditLogs.targetType, 'integration'), eq(auditLogs.targetId, options.integrationId));
+  if (options.action) where.push(eq(auditLogs.action, options.action));
+  if (options.actorUserId) where.push(eq(auditLogs.actorUserId, options.actorUserId));
+  return db.select().from(auditLogs).where(and(...where)).orderBy(desc(auditLogs.id)).limit(options.first);
 }

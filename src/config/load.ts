@@ -22,6 +22,7 @@ export interface Config {
   limits: RawConfig['limits'];
   oauth: Omit<RawConfig['oauth'], 'redirectOrigins'> & { redirectOrigins: string[] };
   events: RawConfig['events'];
+  retention: RawConfig['retention'];
   graphql: { introspection: boolean; maxDepth: number; maxCost: number; maxBatch: number };
   providers: Record<string, ProviderSettings>;
   /** Names of the secrets development mode generated (kept under DATA_DIR). */
@@ -106,6 +107,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     limits: config.limits,
     oauth: { ...config.oauth, redirectOrigins },
     events: config.events,
+    retention: config.retention,
     graphql: { ...config.graphql, introspection: config.graphql.introspection ?? !isProduction },
     providers,
     generatedSecrets: generated.used,

@@ -129,6 +129,10 @@ export const ConfigSchema = Type.Object(
       pollInterval: Seconds('EVENTS_POLL_INTERVAL', 5, 'seconds between outbox polls (commits also wake the dispatcher)'),
       retryBase: Seconds('EVENTS_RETRY_BASE', 1, 'first retry delay of a failed delivery, seconds (doubles, with jitter)'),
       retryMax: Seconds('EVENTS_RETRY_MAX', 600, 'longest retry delay, seconds'),
+      maxAge: Seconds('EVENTS_WEBHOOK_MAX_AGE', 259200, 'seconds after its event a delivery still failing becomes failed and retries stop'),
+    }),
+    retention: section({
+      days: Count('RETENTION_DAYS', 1, 30, 'days finished connect sessions, finished deliveries and used OAuth states are kept'),
     }),
     graphql: section({
       introspection: Type.Optional(setting(Type.Boolean({ description: 'default: on in development, off in production' }), { env: 'GRAPHQL_INTROSPECTION' })),

@@ -154,7 +154,12 @@ export const connectSessions = pgTable(
     completedAt: time('completed_at'),
     createdAt: createdAt(),
   },
-  (t) => [primaryKey({ columns: [t.organizationId, t.id] }), uniqueIndex('connect_sessions_secret_hash_key').on(t.secretHash)],
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.id] }),
+    uniqueIndex('connect_sessions_secret_hash_key').on(t.secretHash),
+    // Retention finds finished sessions across organizations by their end of life.
+    index('connect_sessions_expires_idx').on(t.expiresAt),
+  ],
 );
 
 /**

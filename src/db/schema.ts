@@ -4,7 +4,7 @@
  * snake_case in SQL, camelCase in TypeScript.
  */
 import { sql } from 'drizzle-orm';
-import { boolean, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, foreignKey, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 
 import { createdAt, time, updatedAt } from './columns.ts';
 
@@ -208,7 +208,8 @@ export const events = pgTable(
     sealed: jsonb('sealed').$type<{ keyId: string; envelope: string }>(),
     occurredAt: time('occurred_at').notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.organizationId, t.id] })],
+  // Retention finds old events without their organization (a deployment-wide job).
+  (t) => [primaryKey({ columns: [t.organizationId, t.id] }), index('events_occurred_idx').on(t.occurredAt)],
 );
 
 /** One row per event and configured webhook: what is still to deliver, and when to try. */
@@ -224,14 +225,59 @@ export const eventDeliveries = pgTable(
     /** A dispatcher's claim: others skip the row until it passes. */
     lockedUntil: time('locked_until'),
     deliveredAt: time('delivered_at'),
+    /** Set when it was still failing `EVENTS_WEBHOOK_MAX_AGE` after its event: retries stop (a retry by hand may still deliver it). */
+    failedAt: time('failed_at'),
+    /** The webhook's URL without userinfo or query (it may carry the receiver's credential): what the delivery log shows. */
+    endpoint: text('endpoint'),
     lastError: text('last_error'),
     createdAt: createdAt(),
   },
   (t) => [
     primaryKey({ columns: [t.organizationId, t.eventId, t.webhookId] }),
     index('event_deliveries_due_idx').on(t.nextAttemptAt).where(sql`delivered_at IS NULL`),
+    // The delivery log is the deployment's (system administrators): listed newest first across organizations.
+    index('event_deliveries_listing_idx').on(t.eventId, t.webhookId),
+    index('event_deliveries_delivered_idx').on(t.deliveredAt).where(sql`delivered_at IS NOT NULL`),
+    index('event_deliveries_failed_idx').on(t.failedAt).where(sql`failed_at IS NOT NULL`),
   ],
 );
+
+/**
+ * The delivery log: one row per attempt to deliver, written by the dispatcher in the statement
+ * that records the attempt's outcome on its delivery. Goes with its delivery.
+ */
+export const eventDeliveryAttempts = pgTable(
+  'event_delivery_attempts',
+  {
+    organizationId: text('organization_id').notNull(),
+    eventId: text('event_id').notNull(),
+    webhookId: text('webhook_id').notNull(),
+    /** The delivery's attempt count when it was made (1, 2, …). */
+    number: integer('number').notNull(),
+    at: time('at').notNull(),
+    /** The receiver's HTTP status; null when none arrived (timeout, network error). */
+    responseStatus: integer('response_status'),
+    /** Our words for a failure without a status (never the receiver's body). */
+    error: text('error'),
+    durationMs: integer('duration_ms').notNull(),
+    /** A retry by hand of a delivery already delivered. */
+    replay: boolean('replay').notNull().default(false),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.eventId, t.webhookId, t.number] }),
+    foreignKey({ name: 'event_delivery_attempts_delivery_fk', columns: [t.organizationId, t.eventId, t.webhookId], foreignColumns: [eventDeliveries.organizationId, eventDeliveries.eventId, eventDeliveries.webhookId] }).onDelete('cascade'),
+  ],
+);
+
+/**
+ * Deployment-wide background jobs that run once in total across instances (retention): an
+ * instance runs one only after moving its `next_run_at` ahead in the statement that claims it.
+ */
+export const backgroundJobs = pgTable('background_jobs', {
+  name: text('name').primaryKey(),
+  nextRunAt: time('next_run_at').notNull().defaultNow(),
+  lastRunAt: time('last_run_at'),
+});
 
 /**
  * Service tokens (`tss_…`, CONTRACT.md §5d): a product's backend across all its customers'

@@ -1,10 +1,10 @@
-import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import type { BaseLogger } from 'pino';
 import type { Keyring } from '../config/load.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Sealed } from '../secrets/crypto.ts';
-import { webhookSpan } from '../telemetry/tracing.ts';
+import { type DeliveryKey, recordAttempt } from './delivery-log.ts';
 import { deliveredData, type WebhookSettings, webhookId, webhookIds } from './outbox.ts';
+import { type Attempt, attemptError, notSent, send, signingKey, type Webhook } from './send.ts';
 
 export interface Dispatcher {
   /** Starts the poll timer and runs a first round (the backlog of a previous run). */
@@ -15,6 +15,11 @@ export interface Dispatcher {
   wake(): void;
   /** One claim+deliver round; returns how many deliveries it attempted. */
   runOnce(): Promise<number>;
+  /**
+   * Delivers one delivery again now, whatever its state (CONTRACT.md §11): a delivered one is a
+   * replay. The attempt is logged like any other; answers what became of it, or why none was made.
+   */
+  retry(key: DeliveryKey): Promise<{ attempted: true; delivered: boolean } | { attempted: false; reason: 'busy' | 'not_configured' | 'gone' }>;
 }
 
 export interface DispatcherOptions {
@@ -32,6 +37,8 @@ export interface DispatcherOptions {
   leaseMs?: number;
   /** Deliveries claimed per round. Default 20. */
   batchSize?: number;
+  /** Seconds after its event a delivery still failing becomes `failed` and is no longer retried (EVENTS_WEBHOOK_MAX_AGE). Default three days. */
+  maxAgeSeconds?: number;
   fetch?: typeof fetch;
   /** Called for each delivery that succeeded, with the time since the event occurred (metrics). */
   onDelivered?: (lagMs: number, webhookId: string) => void;
@@ -50,18 +57,17 @@ interface Claimed {
   data: Record<string, unknown>;
   sealed: Sealed | null;
   occurred_at: string;
+  /** Delivered before this attempt: a retry by hand replays it. */
+  replay: boolean;
 }
 
-interface Webhook {
-  url: string;
-  key: KeyObject;
-}
-
-type Outcome = { delivered: true } | { delivered: false; error: string };
+/** The columns a claim returns, joined with its event. */
+const CLAIMED_COLUMNS = sql`c.organization_id, c.event_id, c.webhook_id, c.attempts, c.replay, e.type, e.data, e.sealed,
+  to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at`;
 
 /**
  * Delivers outbox events to the configured webhooks, at least once, signed per Standard Webhooks.
- * A class of small methods (claim, deliver, record, runOnce, drain, wake) sharing its state:
+ * A class of small methods (claim, attempt, record, runOnce, drain, wake) sharing its state:
  * its timers, its loop and the set of failing webhooks.
  */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
@@ -76,6 +82,7 @@ class WebhookDispatcher implements Dispatcher {
   private readonly backoff: { baseMs: number; maxMs: number };
   private readonly leaseMs: number;
   private readonly batchSize: number;
+  private readonly maxAgeSeconds: number;
   private readonly webhooks = new Map<string, Webhook>();
   /** Configured webhook ids. Deliveries of webhooks no longer configured stay in the table untouched: claiming them would spin. */
   private readonly ids: string[];
@@ -95,6 +102,7 @@ class WebhookDispatcher implements Dispatcher {
     this.backoff = options.backoff ?? { baseMs: 1_000, maxMs: 600_000 };
     this.leaseMs = options.leaseMs ?? Math.max(60_000, 3 * this.timeoutMs);
     this.batchSize = options.batchSize ?? 20;
+    this.maxAgeSeconds = options.maxAgeSeconds ?? 259_200;
     for (const hook of options.webhooks) {
       const id = webhookId(hook.url);
       if (!this.webhooks.has(id)) this.webhooks.set(id, { url: hook.url, key: signingKey(hook.secret) });
@@ -138,16 +146,7 @@ class WebhookDispatcher implements Dispatcher {
     await Promise.all(
       rows.map(async (row) => {
         try {
-          const hook = this.webhooks.get(row.webhook_id) as Webhook;
-          let data: Record<string, unknown>;
-          try {
-            data = deliveredData(this.options.keyring, { organizationId: row.organization_id, id: row.event_id, data: row.data, sealed: row.sealed });
-          } catch {
-            // Sealed under a key no longer in ENCRYPTION_KEYS: retried (the key may come back) until the delivery gives up.
-            await this.record(row, { delivered: false, error: 'sealed event fields did not open' });
-            return;
-          }
-          await this.record(row, await deliver(row, data, hook, { timeoutMs: this.timeoutMs, fetch: this.options.fetch ?? fetch, clock: this.options.clock ?? Date.now }));
+          await this.record(row, await this.attempt(row));
         } catch (error) {
           // The claim lapses after the lease and the delivery is tried again.
           this.logger.error({ eventId: row.event_id, webhookId: row.webhook_id, err: error }, 'recording a webhook delivery failed');
@@ -155,6 +154,34 @@ class WebhookDispatcher implements Dispatcher {
       }),
     );
     return rows.length;
+  }
+
+  async retry(key: DeliveryKey): ReturnType<Dispatcher['retry']> {
+    if (!this.webhooks.has(key.webhookId)) return { attempted: false, reason: 'not_configured' };
+    // Claimed like a round's row, whatever its schedule or state, unless a dispatcher holds it now.
+    const [row] = await queryRows<Claimed>(
+      this.db,
+      sql`
+        WITH claimed AS (
+          UPDATE event_deliveries AS d
+          SET locked_until = now() + ${this.leaseMs}::int * interval '1 millisecond', attempts = d.attempts + 1
+          WHERE d.organization_id = ${key.organizationId} AND d.event_id = ${key.eventId} AND d.webhook_id = ${key.webhookId}
+            AND (d.locked_until IS NULL OR d.locked_until < now())
+          RETURNING d.organization_id, d.event_id, d.webhook_id, d.attempts, d.delivered_at IS NOT NULL AS replay
+        )
+        SELECT ${CLAIMED_COLUMNS} FROM claimed AS c JOIN events AS e ON e.organization_id = c.organization_id AND e.id = c.event_id
+      `,
+    );
+    if (!row) {
+      const [exists] = await queryRows<{ one: number }>(
+        this.db,
+        sql`SELECT 1 AS one FROM event_deliveries WHERE organization_id = ${key.organizationId} AND event_id = ${key.eventId} AND webhook_id = ${key.webhookId}`,
+      );
+      return { attempted: false, reason: exists ? 'busy' : 'gone' };
+    }
+    const attempt = await this.attempt(row);
+    await this.record(row, attempt);
+    return { attempted: true, delivered: attempt.delivered };
   }
 
   private async drain(): Promise<void> {
@@ -180,7 +207,7 @@ class WebhookDispatcher implements Dispatcher {
       sql`
         WITH due AS MATERIALIZED (
           SELECT organization_id, event_id, webhook_id FROM event_deliveries
-          WHERE delivered_at IS NULL AND next_attempt_at <= now()
+          WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
             AND (locked_until IS NULL OR locked_until < now())
             AND webhook_id IN (${idList})
           ORDER BY next_attempt_at
@@ -191,90 +218,56 @@ class WebhookDispatcher implements Dispatcher {
           SET locked_until = now() + ${this.leaseMs}::int * interval '1 millisecond', attempts = d.attempts + 1
           FROM due
           WHERE d.organization_id = due.organization_id AND d.event_id = due.event_id AND d.webhook_id = due.webhook_id
-          RETURNING d.organization_id, d.event_id, d.webhook_id, d.attempts
+          RETURNING d.organization_id, d.event_id, d.webhook_id, d.attempts, false AS replay
         )
-        SELECT c.organization_id, c.event_id, c.webhook_id, c.attempts, e.type, e.data, e.sealed,
-          to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at
-        FROM claimed AS c
-        JOIN events AS e ON e.organization_id = c.organization_id AND e.id = c.event_id
+        SELECT ${CLAIMED_COLUMNS} FROM claimed AS c JOIN events AS e ON e.organization_id = c.organization_id AND e.id = c.event_id
       `,
     );
   }
 
-  private async record(row: Claimed, outcome: Outcome): Promise<void> {
-    const key = sql`organization_id = ${row.organization_id} AND event_id = ${row.event_id} AND webhook_id = ${row.webhook_id}`;
-    if (outcome.delivered) {
-      await this.db.execute(sql`UPDATE event_deliveries SET delivered_at = coalesce(delivered_at, now()), locked_until = NULL WHERE ${key}`);
+  /** One POST of a claimed delivery to its webhook. */
+  private async attempt(row: Claimed): Promise<Attempt> {
+    const hook = this.webhooks.get(row.webhook_id) as Webhook;
+    let data: Record<string, unknown>;
+    try {
+      data = deliveredData(this.options.keyring, { organizationId: row.organization_id, id: row.event_id, data: row.data, sealed: row.sealed });
+    } catch {
+      // Sealed under a key no longer in ENCRYPTION_KEYS: retried (the key may come back) until the delivery gives up.
+      return notSent('sealed event fields did not open');
+    }
+    const event = { id: row.event_id, type: row.type, occurredAt: row.occurred_at, data };
+    return send(event, hook, {
+      timeoutMs: this.timeoutMs,
+      fetch: this.options.fetch ?? fetch,
+      clock: this.options.clock ?? Date.now,
+      spanAttributes: { 'tessera.webhook.id': row.webhook_id, 'tessera.delivery.attempt': row.attempts },
+    });
+  }
+
+  private async record(row: Claimed, attempt: Attempt): Promise<void> {
+    const key = { organizationId: row.organization_id, eventId: row.event_id, webhookId: row.webhook_id };
+    if (attempt.delivered) {
+      await recordAttempt(this.db, key, row.attempts, attempt, { replay: row.replay });
       this.options.onDelivered?.(Date.now() - Date.parse(row.occurred_at), row.webhook_id);
       if (this.failing.delete(row.webhook_id)) {
         // The receiver is back: its backlog is due now, not at the backed-off times (up to EVENTS_RETRY_MAX away).
         await this.db.execute(sql`
           UPDATE event_deliveries SET next_attempt_at = now()
-          WHERE webhook_id = ${row.webhook_id} AND delivered_at IS NULL AND next_attempt_at > now()`);
+          WHERE webhook_id = ${row.webhook_id} AND delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at > now()`);
         this.wake();
       }
       return;
     }
     this.failing.add(row.webhook_id);
     const delayMs = Math.round(Math.random() * Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** Math.min(row.attempts - 1, 40)));
-    // Only while the claim is still ours (attempts unchanged): a dispatcher that took over after the lease decides.
-    await this.db.execute(sql`
-      UPDATE event_deliveries
-      SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', last_error = ${outcome.error.slice(0, 200)}, locked_until = NULL
-      WHERE ${key} AND delivered_at IS NULL AND attempts = ${row.attempts}
-    `);
+    const error = attemptError(attempt);
+    const failed = await recordAttempt(this.db, key, row.attempts, attempt, {
+      replay: row.replay,
+      retry: { delayMs, occurredAt: row.occurred_at, maxAgeSeconds: this.maxAgeSeconds, error },
+    });
     this.logger.warn(
-      { eventId: row.event_id, webhookId: row.webhook_id, attempt: row.attempts, error: outcome.error, retryInMs: delayMs },
-      'webhook delivery failed',
+      { eventId: row.event_id, webhookId: row.webhook_id, attempt: row.attempts, error, ...(failed ? { gaveUp: true } : { retryInMs: delayMs }) },
+      failed ? 'webhook delivery failed for good (EVENTS_WEBHOOK_MAX_AGE)' : 'webhook delivery failed',
     );
   }
-}
-
-/**
- * One signed POST of an event to a webhook (Standard Webhooks): 2xx is delivered, anything else (a
- * redirect included) is not. With traces on, a span of its own whose `traceparent` goes along.
- */
-function deliver(row: Claimed, data: Record<string, unknown>, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }): Promise<Outcome> {
-  const attributes = { 'tessera.webhook.id': row.webhook_id, 'tessera.event.type': row.type, 'tessera.delivery.attempt': row.attempts };
-  return webhookSpan(hook.url, attributes, async (span, traceHeaders) => {
-    const outcome = await attempt(row, data, hook, options, traceHeaders, (status) => span.setAttribute('http.response.status_code', status));
-    if (!outcome.delivered) span.setAttribute('error.type', outcome.error);
-    return outcome;
-  });
-}
-
-/** The signed POST itself; `traceHeaders` (a `traceparent`, with traces on) go along, the answer's status to `onStatus`. */
-async function attempt(row: Claimed, data: Record<string, unknown>, hook: Webhook, options: { timeoutMs: number; fetch: typeof fetch; clock: () => number }, traceHeaders: Record<string, string>, onStatus: (status: number) => void): Promise<Outcome> {
-  const body = JSON.stringify({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data });
-  const timestamp = Math.floor(options.clock() / 1000).toString();
-  const signature = createHmac('sha256', hook.key).update(`${row.event_id}.${timestamp}.${body}`).digest('base64');
-  try {
-    const response = await options.fetch(hook.url, {
-      method: 'POST',
-      headers: { ...traceHeaders, 'content-type': 'application/json', 'webhook-id': row.event_id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` },
-      body,
-      // A redirect could send a signed event elsewhere; a 3xx is a failure, like any non-2xx.
-      redirect: 'manual',
-      signal: AbortSignal.timeout(options.timeoutMs),
-    });
-    onStatus(response.status);
-    // The body is never read (it may echo anything); cancelling frees the connection.
-    await response.body?.cancel().catch(() => {});
-    if (response.status >= 200 && response.status < 300) return { delivered: true };
-    return { delivered: false, error: `HTTP ${response.status || 'redirect'}` };
-  } catch (error) {
-    return { delivered: false, error: describeFetchError(error) };
-  }
-}
-
-/** The HMAC key: the base64 after `whsec_`, per Standard Webhooks. */
-function signingKey(secret: string): KeyObject {
-  return createSecretKey(Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64'));
-}
-
-/** A short, body-free description: fetch errors can carry URLs with credentials and provider text. */
-function describeFetchError(error: unknown): string {
-  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return 'timeout';
-  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
-  return typeof code === 'string' && /^[A-Z0-9_]{1,40}$/.test(code) ? `network error (${code})` : 'network error';
 }

@@ -3,6 +3,7 @@ import type { Keyring } from '../config/load.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { type Db, sql } from '../db/client.ts';
 import { open, type Sealed, type SecretBinding, seal } from '../secrets/crypto.ts';
+import { publicEndpoint } from './send.ts';
 import type { EventData, EventType } from './types.ts';
 
 export type { EventType } from './types.ts';
@@ -64,6 +65,8 @@ export function webhookIds(webhooks: readonly WebhookSettings[]): string[] {
 /** The transactional outbox: events commit or roll back with the change they describe. `keyring` seals `secretData`. */
 export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wake: () => void; keyring?: Keyring }): Outbox {
   const ids = webhookIds(options.webhooks);
+  // The endpoint each delivery shows in the log, without userinfo or query (decision 157).
+  const endpoints = new Map(options.webhooks.map((hook) => [webhookId(hook.url), publicEndpoint(hook.url)]));
   const { wake, keyring } = options;
   return {
     async emit(tx, afterCommit, event) {
@@ -85,7 +88,7 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
       }
       // One statement: emitting sits on request paths, where each round-trip counts.
       const hooks = sql.join(
-        ids.map((hook) => sql`(${hook})`),
+        ids.map((hook) => sql`(${hook}, ${endpoints.get(hook) ?? null})`),
         sql`, `,
       );
       await tx.execute(sql`
@@ -94,8 +97,8 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
           VALUES (${event.organizationId}, ${id}, ${event.type}, ${value}, ${sealed}::jsonb)
           RETURNING organization_id, id
         )
-        INSERT INTO event_deliveries (organization_id, event_id, webhook_id)
-        SELECT event.organization_id, event.id, hook.id FROM event CROSS JOIN (VALUES ${hooks}) AS hook (id)
+        INSERT INTO event_deliveries (organization_id, event_id, webhook_id, endpoint)
+        SELECT event.organization_id, event.id, hook.id, hook.endpoint FROM event CROSS JOIN (VALUES ${hooks}) AS hook (id, endpoint)
       `);
       afterCommit(() => wake());
       return id;

@@ -158,13 +158,22 @@ builder.queryType({
     }),
     auditLogs: t.field({
       type: AuditConnectionRef,
-      description: "The organization's audit log, newest first (owner/admin)",
-      args: { first: t.arg.int({ required: false }), after: t.arg.string({ required: false }) },
+      description: "The organization's audit log, newest first, optionally only one integration's, one action's or one actor's (owner/admin, or a system administrator who entered it)",
+      args: {
+        first: t.arg.int({ required: false }),
+        after: t.arg.string({ required: false }),
+        integrationId: t.arg.string({ required: false }),
+        action: t.arg.string({ required: false }),
+        actorUserId: t.arg.string({ required: false }),
+      },
       resolve: async (_root, args, ctx) => {
-        const principal = requireRole(principalOf(ctx), principalOf(ctx).organizationId, 'admin');
+        const caller = principalOf(ctx);
+        // Entering an organization is for reading it, its audit log included (CONTRACT.md §11).
+        const principal = requireRole(caller, caller.organizationId, caller.entered ? 'member' : 'admin');
         const first = args.first ?? DEFAULT_PAGE_SIZE;
         if (first < 1 || first > MAX_PAGE_SIZE) throw new AppError('INVALID_INPUT', { details: [{ path: 'first', message: `must be 1–${MAX_PAGE_SIZE}` }] });
-        const rows = await listAudit(await txOf(ctx), principal.organizationId, { first: first + 1, ...(args.after ? { after: args.after } : {}) });
+        const filter = { integrationId: args.integrationId ?? undefined, action: args.action ?? undefined, actorUserId: args.actorUserId ?? undefined };
+        const rows = await listAudit(await txOf(ctx), principal.organizationId, { first: first + 1, ...(args.after ? { after: args.after } : {}), ...filter });
         return { nodes: rows.slice(0, first), hasNextPage: rows.length > first };
       },
     }),
@@ -205,15 +214,21 @@ let schema: GraphQLSchema | undefined;
 
 /**
  * Refuses a service token every root field not on its list (identity/service-token-rights.ts):
- * a field added later is refused to it until the list names it.
+ * a field added later is refused to it until the list names it. A system administrator who
+ * entered an organization only reads there (CONTRACT.md §11): every mutation is refused to them.
  */
-function guardServiceTokens(built: GraphQLSchema): GraphQLSchema {
-  for (const type of [built.getQueryType(), built.getMutationType()]) {
+function guardRootFields(built: GraphQLSchema): GraphQLSchema {
+  const mutations = built.getMutationType();
+  for (const type of [built.getQueryType(), mutations]) {
     for (const field of Object.values(type?.getFields() ?? {})) {
-      if (SERVICE_TOKEN_FIELDS.has(field.name)) continue;
+      const serviceTokens = SERVICE_TOKEN_FIELDS.has(field.name);
+      const write = type === mutations;
+      if (serviceTokens && !write) continue;
       const resolve = field.resolve ?? defaultFieldResolver;
       field.resolve = (root, args, ctx: GraphQLContext, info) => {
-        if (ctx.request.ctx.principal?.kind === 'service_token') throw new AppError('FORBIDDEN', { message: 'Service tokens cannot do this' });
+        const principal = ctx.request.ctx.principal;
+        if (!serviceTokens && principal?.kind === 'service_token') throw new AppError('FORBIDDEN', { message: 'Service tokens cannot do this' });
+        if (write && principal?.entered) throw new AppError('FORBIDDEN', { message: 'A system administrator who entered an organization only reads there' });
         return resolve(root, args, ctx, info);
       };
     }
@@ -223,6 +238,6 @@ function guardServiceTokens(built: GraphQLSchema): GraphQLSchema {
 
 /** The GraphQL schema (CONTRACT.md §6), built once. */
 export function graphqlSchema(): GraphQLSchema {
-  schema ??= guardServiceTokens(resolvedOncePerRequest(builder.toSchema({ sortSchema: false })));
+  schema ??= guardRootFields(resolvedOncePerRequest(builder.toSchema({ sortSchema: false })));
   return schema;
 }

@@ -17,6 +17,12 @@ export interface Principal {
   systemAdmin: boolean;
   /** Set while a system admin impersonates `userId`. */
   impersonatorId?: string;
+  /**
+   * Set when a system administrator entered this organization with `X-Organization-ID` on their
+   * own session (CONTRACT.md §11): they read there as a member would (and its audit log), never
+   * a token read or a write; `role` is `member`.
+   */
+  entered?: true;
   /** True when the credential came from the `session` cookie rather than a header. */
   viaCookie: boolean;
 }

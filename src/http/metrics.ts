@@ -12,6 +12,7 @@ export class Metrics {
   private readonly refreshes: Counter<'provider' | 'outcome'>;
   private readonly validations: Counter<'provider' | 'outcome'>;
   private readonly deliveryLag: Histogram;
+  private readonly purged: Counter<'kind'>;
 
   constructor(database: Database) {
     const registers = [this.registry];
@@ -40,6 +41,9 @@ export class Metrics {
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     });
+    this.purged = new Counter({ name: 'tessera_retention_purged_total', help: 'Rows retention deleted, by kind', labelNames: ['kind'], registers });
+    // Every kind is exported from the start, at 0, so a dashboard sees the series before the first purge.
+    for (const kind of ['connect_sessions', 'deliveries', 'oauth_states']) this.purged.inc({ kind }, 0);
     databaseGauges(database, registers);
   }
 
@@ -64,6 +68,10 @@ export class Metrics {
 
   delivered(lagMs: number): void {
     this.deliveryLag.observe(lagMs / 1000);
+  }
+
+  retentionPurged(kind: string, count: number): void {
+    this.purged.inc({ kind }, count);
   }
 }
 
@@ -95,10 +103,10 @@ function databaseGauges(database: Database, registers: Registry[]): void {
   });
   new Gauge({
     name: 'tessera_outbox_depth',
-    help: 'Event deliveries not yet delivered',
+    help: 'Event deliveries not yet delivered (and not given up)',
     registers,
     async collect() {
-      const [row] = await queryRows<{ n: number }>(database.db, sql`SELECT count(*)::int AS n FROM event_deliveries WHERE delivered_at IS NULL`);
+      const [row] = await queryRows<{ n: number }>(database.db, sql`SELECT count(*)::int AS n FROM event_deliveries WHERE delivered_at IS NULL AND failed_at IS NULL`);
       this.set(row?.n ?? 0);
     },
   });
@@ -109,7 +117,7 @@ function databaseGauges(database: Database, registers: Registry[]): void {
     async collect() {
       const [row] = await queryRows<{ age: number | null }>(
         database.db,
-        sql`SELECT extract(epoch FROM now() - min(created_at))::float8 AS age FROM event_deliveries WHERE delivered_at IS NULL`,
+        sql`SELECT extract(epoch FROM now() - min(created_at))::float8 AS age FROM event_deliveries WHERE delivered_at IS NULL AND failed_at IS NULL`,
       );
       this.set(row?.age ?? 0);
     },

@@ -57,11 +57,11 @@ function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' |
 
 /**
  * Routes that take credentials from the Authorization header only, besides those declaring
- * `config.credentials: 'header'` themselves (CONTRACT.md §4: raw token reads and proxy calls;
- * §5a: connect sessions as they are today). The pipeline refuses a cookie session there (401)
- * and OpenAPI names the bearer scheme alone.
+ * `config.credentials: 'header'` themselves (CONTRACT.md §4: raw token reads and proxy calls).
+ * The pipeline refuses a cookie session there (401) and OpenAPI names the bearer scheme alone.
+ * Connect sessions take the console's cookie session too (§5a).
  */
-const HEADER_CREDENTIALS_ONLY: readonly RegExp[] = [/^\/v1\/integrations\/:provider\/(token|proxy\/\*)$/, /^\/v1\/connect\/sessions(\/:id)?$/];
+const HEADER_CREDENTIALS_ONLY: readonly RegExp[] = [/^\/v1\/integrations\/:provider\/(token|proxy\/\*)$/];
 
 /** Whether the route takes header credentials only (its own `config.credentials`, or the list above). */
 export function headerCredentialsOnly(route: Pick<RouteOptions, 'url' | 'config'>): boolean {

@@ -12,6 +12,7 @@ import { AppError } from '../http/errors.ts';
 import { remember } from '../lib/bounded.ts';
 import { checkCredential, type DeferredCredential, PAT_CHECK, principalFromCaller } from './caller-check.ts';
 import { API_TOKEN_PREFIX, hashToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX, type SessionTokens } from './credentials.ts';
+import { enterOrganization } from './enter.ts';
 import { checkServiceToken } from './service-tokens.ts';
 
 /** The HttpOnly cookie holding the session JWT; used only when no `Authorization` header is sent. */
@@ -35,7 +36,12 @@ export async function authenticate(deps: CredentialDeps, request: FastifyRequest
     ? ({ kind: 'api_token', hash: hashToken(token), touch: true } as const)
     : sessionCredential(deps.sessionTokens, token ?? sessionCookie(request));
   const principal = await checkCredential(deps.db, credential, token === null);
-  assertOrganizationHeader(request, principal.organizationId);
+  const wanted = organizationHeader(request);
+  // A system administrator's own session enters any organization, to read there (CONTRACT.md §11).
+  if (wanted && wanted !== principal.organizationId && principal.kind === 'jwt' && principal.systemAdmin && !request.ctx.impersonateUserId) {
+    return enterOrganization(deps.db, request, principal, wanted);
+  }
+  assertOrganizationHeader(request, wanted, principal.organizationId);
   return principal;
 }
 
@@ -147,8 +153,7 @@ export function organizationHeader(request: FastifyRequest): string | null {
   return header;
 }
 
-function assertOrganizationHeader(request: FastifyRequest, organizationId: string): void {
-  const wanted = organizationHeader(request);
+function assertOrganizationHeader(request: FastifyRequest, wanted: string | null, organizationId: string): void {
   // Impersonation reads the header itself; otherwise a credential bound to one organization cannot pick another.
   if (wanted && wanted !== organizationId && !request.ctx.impersonateUserId) {
     throw new AppError('FORBIDDEN', { message: 'This credential is bound to another organization' });

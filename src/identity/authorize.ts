@@ -56,3 +56,14 @@ export function requireSessionUser(principal: Principal | null): Principal & { u
   if (user.impersonatorId) throw new AppError('FORBIDDEN', { message: 'Not allowed while impersonating' });
   return user;
 }
+
+/**
+ * The caller, if a system administrator acting as themselves (a session or PAT; not
+ * impersonating, not entered into an organization): the deployment's own views.
+ */
+export function requireSystemAdmin(principal: Principal | null): Principal & { userId: string } {
+  const user = requireUser(principal);
+  if (user.impersonatorId || user.entered) throw new AppError('FORBIDDEN', { message: 'Not allowed while acting in another organization' });
+  if (!user.systemAdmin) throw new AppError('FORBIDDEN', { message: 'Only system administrators may do this' });
+  return user;
+}

@@ -43,6 +43,7 @@ const ROUTES = new Map<string, ServiceTokenRoute>([
   ['POST /v1/integrations/:provider/refresh', { scope: 'organization' }],
   ...PROXY_METHODS.map((method): [string, ServiceTokenRoute] => [`${method} /v1/integrations/:provider/proxy/*`, { scope: 'organization' }]),
   ['POST /v1/connect/sessions', { scope: 'organization' }],
+  ['GET /v1/connect/sessions', { scope: 'organization' }],
   ['GET /v1/connect/sessions/:id', { scope: 'organization' }],
   ['DELETE /v1/connect/sessions/:id', { scope: 'organization' }],
   ['POST /query', { scope: 'organization' }],

@@ -19,26 +19,55 @@ export interface OrganizationListed extends OrganizationRef {
   createdAt: Date;
 }
 
+/** How many of an organization's integrations are in each status (CONTRACT.md §11). */
+export interface Health {
+  connected: number;
+  warning: number;
+  expired: number;
+  invalid: number;
+}
+
 export interface OrganizationPage {
-  organizations: OrganizationListed[];
+  organizations: (OrganizationListed & { health: Health })[];
   pageInfo: { endCursor: string | null; hasNextPage: boolean };
 }
 
 const listed = { id: organizations.id, name: organizations.name, externalId: organizations.externalId, createdAt: organizations.createdAt };
 
+/** An integration past its expiry reads `expired` whatever its stored status says (integrations/status.ts effectiveStatus). */
+const PAST_EXPIRY = sql`coalesce(i.token_expires_at <= now(), false)`;
+
+/** The health counts of the organization `o`, one index range over its integrations. */
+const HEALTH = sql`(SELECT json_build_object(
+    'connected', count(*) FILTER (WHERE i.status = 'connected' AND NOT ${PAST_EXPIRY}),
+    'warning', count(*) FILTER (WHERE i.status = 'warning' AND NOT ${PAST_EXPIRY}),
+    'expired', count(*) FILTER (WHERE i.status = 'expired' OR (i.status IN ('connected', 'warning') AND ${PAST_EXPIRY})),
+    'invalid', count(*) FILTER (WHERE i.status = 'invalid'))
+  FROM integrations i WHERE i.organization_id = organizations.id)`;
+
+/** `%`, `_` and `\` match themselves in a search. */
+function likePattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
 /**
  * Organizations newest first, `first` at a time after the cursor `after` (an organization id,
- * the previous page's `endCursor`), optionally only those with `externalId`.
+ * the previous page's `endCursor`), optionally only those with `externalId`, or whose name or
+ * external id contains `q` (any letter case); each with its integrations' health.
  */
-export async function listOrganizations(db: Db, input: { first: number; after?: string; externalId?: string }): Promise<OrganizationPage> {
+export async function listOrganizations(db: Db, input: { first: number; after?: string; externalId?: string; q?: string }): Promise<OrganizationPage> {
   if (input.after !== undefined && !ULID.test(input.after)) {
     throw new AppError('INVALID_INPUT', { details: [{ path: 'querystring.after', message: 'must be an endCursor from an earlier page' }] });
   }
   const where: SQL[] = [];
   if (input.externalId !== undefined) where.push(eq(organizations.externalId, input.externalId));
+  if (input.q !== undefined && input.q.trim() !== '') {
+    const pattern = likePattern(input.q.trim());
+    where.push(sql`(${organizations.name} ILIKE ${pattern} OR ${organizations.externalId} ILIKE ${pattern})`);
+  }
   if (input.after !== undefined) where.push(lt(organizations.id, input.after));
   const rows = await db
-    .select(listed)
+    .select({ ...listed, health: HEALTH.mapWith((value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value) as Health) })
     .from(organizations)
     .where(and(...where))
     .orderBy(desc(organizations.id))

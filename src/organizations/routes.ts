@@ -5,6 +5,7 @@
  * its grants are revoked at their providers after the commit.
  */
 import { Type } from 'typebox';
+import type { Principal } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
@@ -19,10 +20,22 @@ const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_
 const Name = Type.String({ minLength: 1, maxLength: 100, description: '1–100 characters (after trimming)' });
 const Organization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]) });
 const ListedOrganization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]), createdAt: Type.String({ format: 'date-time' }) });
+const Count = Type.Integer({ minimum: 0 });
+const Health = Type.Object(
+  { connected: Count, warning: Count, expired: Count, invalid: Count },
+  { description: "How many of its integrations (its own and its end users') are in each status" },
+);
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
 function listedView(organization: OrganizationListed) {
   return { id: organization.id, name: organization.name, externalId: organization.externalId, createdAt: organization.createdAt.toISOString() };
+}
+
+/** The caller may list every organization: a service token, or a system administrator as themselves (CONTRACT.md §11). */
+function assertLister(principal: Principal | null): void {
+  if (principal?.kind === 'service_token') return;
+  if (principal?.systemAdmin && principal.userId && !principal.impersonatorId && !principal.entered) return;
+  throw new AppError('FORBIDDEN', { message: 'Listing every organization needs a service token or a system administrator' });
 }
 
 /** Every route of organizations as a whole. */
@@ -56,9 +69,10 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
     {
       config: { auth: 'authenticated', errors: [] },
       schema: {
-        summary: 'Every organization, newest first, a page at a time (service tokens)',
+        summary: "Every organization, newest first, a page at a time, each with its integrations' health (service tokens, system administrators)",
         tags: ['organizations'],
         querystring: Type.Object({
+          q: Type.Optional(Type.String({ maxLength: 128, description: 'Only those whose name or externalId contains this (any letter case)' })),
           externalId: Type.Optional(ExternalId),
           first: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1–100 (default 20)' })),
           after: Type.Optional(Type.String({ maxLength: 64, description: 'The endCursor of the page before' })),
@@ -66,17 +80,17 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
         response: {
           200: Type.Object({
             success: Type.Literal(true),
-            organizations: Type.Array(ListedOrganization),
+            organizations: Type.Array(Type.Object({ ...ListedOrganization.properties, health: Health })),
             pageInfo: Type.Object({ endCursor: Type.Union([Type.String(), Type.Null()]), hasNextPage: Type.Boolean() }),
           }),
         },
       },
     },
     async (request) => {
-      if (request.ctx.principal?.kind !== 'service_token') throw new AppError('FORBIDDEN', { message: 'Listing organizations needs a service token' });
-      const { first = 20, after, externalId } = request.query;
-      const page = await listOrganizations(services.db, { first, ...(after === undefined ? {} : { after }), ...(externalId === undefined ? {} : { externalId }) });
-      return { success: true as const, organizations: page.organizations.map(listedView), pageInfo: page.pageInfo };
+      assertLister(request.ctx.principal);
+      const { first = 20, after, externalId, q } = request.query;
+      const page = await listOrganizations(services.db, { first, ...(after === undefined ? {} : { after }), ...(externalId === undefined ? {} : { externalId }), ...(q === undefined ? {} : { q }) });
+      return { success: true as const, organizations: page.organizations.map((organization) => ({ ...listedView(organization), health: organization.health })), pageInfo: page.pageInfo };
     },
   );
 

@@ -12,22 +12,30 @@ export const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-cache',
 };
 
+/** The console's section modules (src/web/static/sections/<name>.js). */
+export const CONSOLE_SECTIONS = ['integrations', 'members', 'api-tokens', 'service-tokens', 'sessions', 'audit', 'organizations', 'deliveries'] as const;
+
 const STATIC_FILES = [
   { url: '/', file: 'index.html', type: 'text/html; charset=utf-8' },
   // An invitation's link (CONTRACT.md §3): the same page for every id, which the page reads from its address.
   { url: '/invitations/:id', file: 'invitation.html', type: 'text/html; charset=utf-8' },
   { url: '/assets/app.js', file: 'app.js', type: 'text/javascript; charset=utf-8' },
   { url: '/assets/api.js', file: 'api.js', type: 'text/javascript; charset=utf-8' },
+  { url: '/assets/ui.js', file: 'ui.js', type: 'text/javascript; charset=utf-8' },
+  { url: '/assets/account.js', file: 'account.js', type: 'text/javascript; charset=utf-8' },
+  { url: '/assets/outcome.js', file: 'outcome.js', type: 'text/javascript; charset=utf-8' },
+  // The console's sections: one module each (app.js imports them).
+  ...CONSOLE_SECTIONS.map((name) => ({ url: `/assets/sections/${name}.js`, file: `sections/${name}.js`, type: 'text/javascript; charset=utf-8' })),
   { url: '/assets/invitation.js', file: 'invitation.js', type: 'text/javascript; charset=utf-8' },
   { url: '/assets/style.css', file: 'style.css', type: 'text/css; charset=utf-8' },
-] as const;
+];
 
 const REGISTERED = 'tesseraWebRoutes';
 
 /**
- * Serves the integrations page at `/`, the invitation page at `/invitations/<id>`, their assets
- * under `/assets/` (files read once, here), and the API reference at `/docs`. Unauthenticated:
- * the pages sign in through the JSON API. Calling it twice on one instance registers the routes once.
+ * Serves the console at `/`, the invitation page at `/invitations/<id>`, their assets under
+ * `/assets/` (files read once, here), and the API reference at `/docs`. Unauthenticated: the
+ * pages sign in through the JSON API. Calling it twice on one instance registers the routes once.
  */
 export function webRoutes(app: TypedFastify): void {
   if (app.hasDecorator(REGISTERED)) return;

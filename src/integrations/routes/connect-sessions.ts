@@ -2,12 +2,17 @@ import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
-import { findSession, mintSession, revokeSession, SESSION_EXPIRY, sessionView } from '../sessions/sessions.ts';
-import { EndUserSchema, IdParams, requireTokenReader } from './shared.ts';
+import type { Principal } from '../../http/context.ts';
+import { AppError } from '../../http/errors.ts';
+import { requireRole } from '../../identity/authorize.ts';
+import { findSession, listSessions, mintSession, revokeSession, SESSION_EXPIRY, sessionView } from '../sessions/sessions.ts';
+import { EndUserSchema, IdParams } from './shared.ts';
+
+const StatusSchema = Type.Union([Type.Literal('pending'), Type.Literal('completed'), Type.Literal('expired'), Type.Literal('revoked')]);
 
 const SessionSchema = Type.Object({
   id: Type.String(),
-  status: Type.Union([Type.Literal('pending'), Type.Literal('completed'), Type.Literal('expired'), Type.Literal('revoked')]),
+  status: StatusSchema,
   expiresAt: Type.String({ format: 'date-time' }),
   allowedProviders: Type.Array(Type.String()),
   endUser: Type.Union([EndUserSchema, Type.Null()]),
@@ -16,10 +21,17 @@ const SessionSchema = Type.Object({
 });
 
 /**
- * Connect sessions (CONTRACT.md §5a): minted, read and revoked by a product's backend with the
- * organization's API token, or by an owner/admin with header credentials — never a browser's
- * cookie, never while impersonating (the same rule as raw token reads).
+ * Who mints, reads, lists and revokes connect sessions (CONTRACT.md §5a): an API or service
+ * token, or an owner or admin — with header credentials, or the console's cookie session (whose
+ * writes pass the CSRF check) — never while impersonating.
  */
+function requireMinter(principal: Principal | null): Principal {
+  if (!principal) throw new AppError('UNAUTHENTICATED');
+  if (principal.impersonatorId) throw new AppError('FORBIDDEN', { message: 'Connect sessions are not for impersonated requests' });
+  return requireRole(principal, principal.organizationId, 'admin');
+}
+
+/** Connect sessions (CONTRACT.md §5a, §11): minted, listed, read and revoked by the organization's backend or its owners and admins. */
 export function connectSessionRoutes(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/connect/sessions',
@@ -46,10 +58,42 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
       },
     },
     async (request, reply) => {
-      requireTokenReader(request.ctx.principal);
+      requireMinter(request.ctx.principal);
       const minted = await mintSession(services, { db: await request.ctx.tx(), actor: requestActor(request) }, request.body);
       reply.code(201);
       return { success: true as const, session: { id: minted.id, url: minted.url, expiresAt: minted.expiresAt, allowedProviders: minted.allowedProviders, endUser: minted.endUser } };
+    },
+  );
+
+  app.get(
+    '/v1/connect/sessions',
+    {
+      config: { auth: 'authenticated', errors: [] },
+      schema: {
+        summary: "The organization's connect sessions, newest first, a page at a time (never their secrets)",
+        tags: ['connect'],
+        querystring: Type.Object(
+          {
+            status: Type.Optional(StatusSchema),
+            first: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1–100 (default 20)' })),
+            after: Type.Optional(Type.String({ maxLength: 64, description: 'The endCursor of the page before' })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            success: Type.Literal(true),
+            sessions: Type.Array(Type.Object({ ...SessionSchema.properties, createdAt: Type.String({ format: 'date-time' }) })),
+            pageInfo: Type.Object({ endCursor: Type.Union([Type.String(), Type.Null()]), hasNextPage: Type.Boolean() }),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const principal = requireMinter(request.ctx.principal);
+      const { status, first = 20, after } = request.query;
+      const page = await listSessions(services.db, principal.organizationId, { first, ...(status ? { status } : {}), ...(after === undefined ? {} : { after }) });
+      return { success: true as const, ...page };
     },
   );
 
@@ -60,7 +104,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
       schema: { summary: 'A connect session: its status and, once completed, its integration', tags: ['connect'], params: IdParams, response: { 200: Type.Object({ success: Type.Literal(true), session: SessionSchema }) } },
     },
     async (request) => {
-      const principal = requireTokenReader(request.ctx.principal);
+      const principal = requireMinter(request.ctx.principal);
       return { success: true as const, session: sessionView(await findSession(services.db, principal.organizationId, request.params.id)) };
     },
   );
@@ -72,7 +116,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
       schema: { summary: 'Revoke a pending connect session', tags: ['connect'], params: IdParams, response: { 200: Type.Object({ success: Type.Literal(true), session: SessionSchema }) } },
     },
     async (request) => {
-      const principal = requireTokenReader(request.ctx.principal);
+      const principal = requireMinter(request.ctx.principal);
       const revoked = await revokeSession({ db: await request.ctx.tx(), actor: requestActor(request) }, principal.organizationId, request.params.id);
       return { success: true as const, session: sessionView(revoked) };
     },

@@ -4,7 +4,7 @@
  * without an account here. The session is one more thing an OAuth state carries; the flow
  * itself is the usual one (connect/start.ts, connect/callback.ts).
  */
-import { and, eq, getTableColumns, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, lt, type SQL, sql } from 'drizzle-orm';
 import { type AuditActor, recordAudit } from '../../audit/audit.ts';
 import type { Db } from '../../db/client.ts';
 import { connectSessions, type EndUser } from '../../db/schema.ts';
@@ -112,6 +112,42 @@ export async function mintSession(services: Services, work: { db: Db; actor: Aud
     .returning();
   await recordAudit(work.db, work.actor, { organizationId: principal.organizationId, action: 'connect_session.created', targetType: 'connect_session', targetId: id, detail: { allowedProviders } });
   return { ...sessionView(row as ConnectSessionRow), url: `${services.config.server.publicUrl}/connect/${secret}` };
+}
+
+/** Which rows read as each status (`sessionStatus`, in SQL). */
+const STATUS_WHERE: Record<SessionStatus, SQL | undefined> = {
+  pending: and(eq(connectSessions.status, 'pending'), sql`${connectSessions.expiresAt} > now()`, GRANTOR_ALIVE),
+  completed: eq(connectSessions.status, 'completed'),
+  expired: and(eq(connectSessions.status, 'pending'), sql`${connectSessions.expiresAt} <= now()`),
+  revoked: sql`(${connectSessions.status} = 'revoked' OR (${connectSessions.status} = 'pending' AND ${connectSessions.expiresAt} > now() AND NOT ${GRANTOR_ALIVE}))`,
+};
+
+/**
+ * The organization's sessions, newest first, `first` after the cursor `after` (a session id),
+ * optionally only those of one status (CONTRACT.md §11).
+ */
+export async function listSessions(
+  db: Db,
+  organizationId: string,
+  input: { first: number; after?: string; status?: SessionStatus },
+): Promise<{ sessions: (SessionView & { createdAt: string })[]; pageInfo: { endCursor: string | null; hasNextPage: boolean } }> {
+  if (input.after !== undefined && !ULID.test(input.after)) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'querystring.after', message: 'must be an endCursor from an earlier page' }] });
+  }
+  const where = [eq(connectSessions.organizationId, organizationId)];
+  if (input.after !== undefined) where.push(lt(connectSessions.id, input.after));
+  if (input.status) where.push(STATUS_WHERE[input.status] as SQL);
+  const rows = await db
+    .select(SESSION_COLUMNS)
+    .from(connectSessions)
+    .where(and(...where))
+    .orderBy(desc(connectSessions.id))
+    .limit(input.first + 1);
+  const page = rows.slice(0, input.first);
+  return {
+    sessions: page.map((row) => ({ ...sessionView(row), createdAt: row.createdAt.toISOString() })),
+    pageInfo: { endCursor: page.at(-1)?.id ?? null, hasNextPage: rows.length > input.first },
+  };
 }
 
 /** The organization's session `id`, or 404 (unknown, malformed, or another organization's). */

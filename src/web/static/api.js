@@ -28,9 +28,13 @@ async function csrfToken() {
   return answer.csrf;
 }
 
-/** One JSON API call; throws ApiError with the server's code and words. */
-export async function api(method, path, body, { csrf = true } = {}) {
+/**
+ * One JSON API call; throws ApiError with the server's code and words. `organization` names the
+ * organization a system administrator entered (`X-Organization-ID`, read-only there).
+ */
+export async function api(method, path, body, { csrf = true, organization = null } = {}) {
   const headers = { accept: 'application/json' };
+  if (organization) headers['x-organization-id'] = organization;
   const unsafe = method !== 'GET' && method !== 'HEAD';
   if (unsafe) {
     headers['content-type'] = 'application/json';
@@ -66,8 +70,8 @@ export async function api(method, path, body, { csrf = true } = {}) {
 }
 
 /** One GraphQL operation; a GraphQL error becomes an ApiError with the contract's code and the server's words. */
-export async function graphql(query, variables = {}) {
-  const answer = await api('POST', '/query', { query, variables });
+export async function graphql(query, variables = {}, options = {}) {
+  const answer = await api('POST', '/query', { query, variables }, options);
   const error = Array.isArray(answer.errors) ? answer.errors[0] : null;
   if (error) {
     const code = typeof error.extensions?.code === 'string' ? error.extensions.code : 'UNKNOWN';

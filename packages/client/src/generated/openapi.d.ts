@@ -165,7 +165,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every organization, newest first, a page at a time (service tokens) */
+        /** Every organization, newest first, a page at a time, each with its integrations' health (service tokens, system administrators) */
         get: operations["organizations_list"];
         put?: never;
         /** Create an organization: a user becomes its owner; one a service token creates has no member until someone is invited */
@@ -362,7 +362,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** The organization's connect sessions, newest first, a page at a time (never their secrets) */
+        get: operations["connect_listSessions"];
         put?: never;
         /** Mint a connect session: a link through which the product's end user connects one integration */
         post: operations["connect_createSession"];
@@ -385,6 +386,40 @@ export interface paths {
         post?: never;
         /** Revoke a pending connect session */
         delete: operations["connect_deleteSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Webhook deliveries, newest first, with their attempts (system administrators) */
+        get: operations["webhooks_listDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/deliveries/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Deliver one again now: same webhook-id, a new signature; a delivered one is replayed (system administrators) */
+        post: operations["webhooks_deliveriesRetry"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1445,6 +1480,8 @@ export interface operations {
     organizations_list: {
         parameters: {
             query?: {
+                /** @description Only those whose name or externalId contains this (any letter case) */
+                q?: string;
                 /** @description The product's own id for it (1–128 printable characters) */
                 externalId?: string;
                 /** @description Page size, 1–100 (default 20) */
@@ -1474,6 +1511,13 @@ export interface operations {
                             externalId: string | null;
                             /** Format: date-time */
                             createdAt: string;
+                            /** @description How many of its integrations (its own and its end users') are in each status */
+                            health: {
+                                connected: number;
+                                warning: number;
+                                expired: number;
+                                invalid: number;
+                            };
                         }[];
                         pageInfo: {
                             endCursor: string | null;
@@ -4136,6 +4180,125 @@ export interface operations {
             };
         };
     };
+    connect_listSessions: {
+        parameters: {
+            query?: {
+                status?: "pending" | "completed" | "expired" | "revoked";
+                /** @description Page size, 1–100 (default 20) */
+                first?: number;
+                /** @description The endCursor of the page before */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        sessions: {
+                            id: string;
+                            status: "pending" | "completed" | "expired" | "revoked";
+                            /** Format: date-time */
+                            expiresAt: string;
+                            allowedProviders: string[];
+                            endUser: components["schemas"]["EndUser"] | null;
+                            integrationId?: string;
+                            /** @description The error code of the last failed attempt */
+                            error?: string;
+                            /** Format: date-time */
+                            createdAt: string;
+                        }[];
+                        pageInfo: {
+                            endCursor: string | null;
+                            hasNextPage: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     connect_createSession: {
         parameters: {
             query?: never;
@@ -4384,6 +4547,275 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         session: components["schemas"]["ConnectSession"];
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN, CSRF_INVALID */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_listDeliveries: {
+        parameters: {
+            query?: {
+                status?: "pending" | "delivered" | "failed";
+                eventType?: "organization.created" | "organization.deleted" | "organization.member_invited" | "integration.connected" | "integration.connect_failed" | "integration.status_changed" | "integration.deleted";
+                /** @description Page size, 1–100 (default 20) */
+                first?: number;
+                /** @description The endCursor of the page before */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        deliveries: {
+                            id: string;
+                            eventId: string;
+                            eventType: string;
+                            organizationId: string;
+                            /** @description The webhook's URL without userinfo or query */
+                            endpoint: string;
+                            status: "pending" | "delivered" | "failed";
+                            /** @description The latest attempts, oldest first (at most 20) */
+                            attempts: {
+                                /** Format: date-time */
+                                at: string;
+                                responseStatus: number | null;
+                                error: string | null;
+                                durationMs: number;
+                                /** @description A retry by hand of a delivery already delivered */
+                                replay: boolean;
+                            }[];
+                            /** @description Attempts made in all */
+                            attemptCount: number;
+                            nextAttemptAt: string | null;
+                        }[];
+                        pageInfo: {
+                            endCursor: string | null;
+                            hasNextPage: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_deliveriesRetry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        delivery: {
+                            id: string;
+                            eventId: string;
+                            eventType: string;
+                            organizationId: string;
+                            /** @description The webhook's URL without userinfo or query */
+                            endpoint: string;
+                            status: "pending" | "delivered" | "failed";
+                            /** @description The latest attempts, oldest first (at most 20) */
+                            attempts: {
+                                /** Format: date-time */
+                                at: string;
+                                responseStatus: number | null;
+                                error: string | null;
+                                durationMs: number;
+                                /** @description A retry by hand of a delivery already delivered */
+                                replay: boolean;
+                            }[];
+                            /** @description Attempts made in all */
+                            attemptCount: number;
+                            nextAttemptAt: string | null;
+                        };
                     };
                 };
             };
