@@ -5,7 +5,7 @@
  * receiver shows the events Tessera sends. Demo only: no sign-in, one customer.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { escapeHtml } from '../src/web/connect-pages.ts';
+import { escapeHtml } from '../src/http/html.ts';
 
 export interface DemoProduct {
   url: string;
