@@ -22,7 +22,7 @@ type Expected = {
 };
 
 const CONFIGURE: Expected = { status: 'warning', actions: ['configure'], answer: [502, 'PROVIDER_MISCONFIGURED'], configFault: true };
-const SUSPICIOUS = { status: 'warning', actions: ['refresh', 'configure'], answer: 'go on' } as const;
+const SUSPICIOUS: Expected = { status: 'warning', actions: ['refresh', 'configure'], answer: 'go on' };
 
 const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
   exchange: {
