@@ -6,7 +6,7 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { Tessera, verifyWebhook, WebhookVerificationError } from '@tessera/client';
-import { escapeHtml } from '../src/web/connect-pages.ts';
+import { escapeHtml } from '../src/http/html.ts';
 
 export interface DemoProduct {
   url: string;

@@ -115,10 +115,13 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
   });
   const passwords = new PasswordHasher({ cost: config.auth.passwordCost });
   void passwords.prepare();
+  const db = database.db;
+  const outbox = createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring });
+  const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds));
   const services: Services = {
     config,
     database,
-    db: database.db,
+    db,
     passwords,
     sessionTokens: new SessionTokens(config.jwtKeys),
     rateLimiter: await createRateLimiter(fastify, {
@@ -127,17 +130,25 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
       organizationMax: config.rateLimit.organizationMax,
       serviceMax: config.rateLimit.serviceMax,
     }),
-    outbox: createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring }),
+    outbox,
     dispatcher,
-    providers: buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds)),
+    providers,
     stateCodec: new StateCodec(config.keyring),
-    forms: new FormGuard(database.db, { publicOrigin: config.server.publicOrigin, secure: config.isProduction }),
-    lifecycle: undefined as unknown as TokenLifecycle,
-    revocations: undefined as unknown as Revocations,
+    forms: new FormGuard(db, { publicOrigin: config.server.publicOrigin, secure: config.isProduction }),
+    // The token core gets what it uses, not this bag (decision 135).
+    lifecycle: new TokenLifecycle({
+      db,
+      providers,
+      config: { keyring: config.keyring },
+      pool: { pglite: database.kind === 'pglite', size: config.db.poolMax },
+      outbox,
+      metrics,
+      logger,
+      timeouts: { providerMs: config.oauth.providerTimeout * 1000, validationIntervalMs: config.oauth.validationInterval * 1000 },
+    }),
+    revocations: new Revocations({ db, config, providers, logger }),
     logger,
     metrics,
   };
-  services.lifecycle = new TokenLifecycle(services);
-  services.revocations = new Revocations({ db: database.db, config, providers: services.providers, logger });
   return { services, metrics, dispatcher };
 }

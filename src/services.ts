@@ -6,15 +6,9 @@ import type { FormGuard } from './http/form-guard.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
 import type { Revocations } from './integrations/revocations.ts';
-import type { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
+import type { LifecycleMetrics, TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import type { StateCodec } from './integrations/state.ts';
 import type { Logger } from 'pino';
-
-/** Counters the token lifecycle reports to (filled by the metrics feature). */
-export interface LifecycleMetrics {
-  refreshOutcome(provider: string, outcome: string): void;
-  validationOutcome(provider: string, outcome: string): void;
-}
 import type { SessionTokens } from './identity/credentials.ts';
 import type { PasswordHasher } from './identity/password.ts';
 

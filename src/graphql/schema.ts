@@ -8,6 +8,7 @@ import { SERVICE_TOKEN_FIELDS } from '../identity/service-token-rights.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';
 import { deleteIntegration } from '../integrations/delete.ts';
 import { configuredRow } from '../integrations/tokens/loaded.ts';
+import { toAnswer } from '../integrations/tokens/policy.ts';
 import { type StatusObject, statusObject } from '../integrations/status.ts';
 import { actorOf, type Builder, type GraphQLContext, principalOf, resolvedOncePerRequest, txOf, workOf } from './context.ts';
 import { credentialMutations, credentialQueries, credentialTypes } from './credentials.ts';
@@ -202,7 +203,10 @@ builder.mutationType({
           throw new AppError('INVALID_INPUT', { message: 'refreshIntegration must come before any other write in the document' });
         }
         const row = configuredRow(ctx.services, await findIntegrationById(ctx.services.db, principal.organizationId, String(args.id)));
-        const refreshed = await ctx.services.lifecycle.refresh(row, actorOf(ctx));
+        // The GraphQL edge: a provider failure becomes the code its verdict names (extensions.code).
+        const refreshed = await ctx.services.lifecycle.refresh(row, actorOf(ctx)).catch((error: unknown) => {
+          throw toAnswer(error);
+        });
         return integrationShape(ctx, refreshed.row);
       },
     }),

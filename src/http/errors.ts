@@ -25,6 +25,7 @@ export const ERROR_CODES = {
   PROVIDER_RATE_LIMITED: { status: 429, message: 'The provider rate-limited this request' },
   INTERNAL: { status: 500, message: 'Internal server error' },
   PROVIDER_ERROR: { status: 502, message: 'The provider could not be reached or answered badly' },
+  PROVIDER_MISCONFIGURED: { status: 502, message: "The provider rejected this deployment's client credentials; an administrator must check its configuration" },
   SERVICE_UNAVAILABLE: { status: 503, message: 'Service unavailable' },
 } as const satisfies Record<string, { status: number; message: string }>;
 

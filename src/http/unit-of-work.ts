@@ -41,6 +41,15 @@ export async function unitOfWork(request: FastifyRequest, services: { outbox: Ou
 }
 
 /**
+ * Opens the request's unit of work acting as the `actor` given, not the request's caller:
+ * for a flow that learns who acts only part-way (an OAuth callback acts for the user who
+ * started it). Opened when called, so a service can finish its provider calls first.
+ */
+export function unitOfWorkAs(request: FastifyRequest, services: { outbox: Outbox }): (actor: AuditActor) => Promise<UnitOfWork> {
+  return async (actor) => ({ ...(await unitOfWork(request, services)), actor });
+}
+
+/**
  * Runs `fn` in a transaction of its own, outside any request (start-up work), acting as
  * `actor`; what it queued for after the commit runs once the transaction has committed.
  */

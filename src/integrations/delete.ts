@@ -35,7 +35,7 @@ export async function deleteIntegration(services: Services, work: UnitOfWork, id
     type: 'integration.deleted',
     data: { integration: { id, provider: row.provider, name: row.name }, provider: row.provider, endUser: row.endUser ?? null },
   });
-  await services.revocations.queue(tx, work.afterCommit, grantsToRevoke([{ organizationId, integrationId: id, provider: row.provider, metadata: row.metadata, secrets }], 'integration.deleted'));
+  await services.revocations.queue(work, grantsToRevoke([{ organizationId, integrationId: id, provider: row.provider, metadata: row.metadata, secrets }], 'integration.deleted'));
   return { displayName: services.providers.get(row.provider)?.displayName ?? row.provider };
 }
 
@@ -63,7 +63,7 @@ export async function deleteOrganizationIntegrations(services: Services, work: U
   await tx.delete(integrationSecrets).where(eq(integrationSecrets.organizationId, organizationId));
   await tx.execute(sql`DELETE FROM oauth_states WHERE organization_id = ${organizationId}`);
   await tx.delete(integrations).where(eq(integrations.organizationId, organizationId));
-  await services.revocations.queue(tx, work.afterCommit, grantsToRevoke(grants, 'organization.deleted'));
+  await services.revocations.queue(work, grantsToRevoke(grants, 'organization.deleted'));
   return rows.length;
 }
 

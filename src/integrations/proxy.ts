@@ -1,11 +1,13 @@
-import type { FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import type { AuditActor } from '../audit/audit.ts';
 import { AppError } from '../http/errors.ts';
 import { PRODUCT_ID } from '../lib/ids.ts';
-import type { Services } from '../services.ts';
-import { providerCallSpan } from '../telemetry/tracing.ts';
-import { readCapped } from './providers/registry.ts';
-import { ProviderError } from './providers/types.ts';
+import type { ProviderRegistry } from './providers/registry.ts';
+import type { ProviderAnswer } from './providers/transport.ts';
+import { restIsWrite } from './providers/types.ts';
+import type { TokenLifecycle } from './tokens/lifecycle.ts';
 import type { LoadedIntegration } from './tokens/loaded.ts';
+import { JudgedFailure, judge, judged } from './tokens/policy.ts';
 
 /** Largest proxied answer, after decompression. */
 export const PROXY_MAX_BYTES = 10 * 1024 * 1024;
@@ -90,51 +92,92 @@ function decodeQueryPart(raw: string): string | null {
   }
 }
 
-export interface ProxyAnswer {
-  status: number;
-  headers: Headers;
-  body: Buffer;
-}
+/** What the proxy answers: the provider's status, headers and body (within the cap). */
+export type ProxyAnswer = ProviderAnswer;
 
 /** An answer as a definition classifies it (a large body is not read for signals). */
 export function toResponse(answer: ProxyAnswer) {
   return { status: answer.status, headers: answer.headers, body: answer.body.length > 65536 ? '' : answer.body.toString('utf8') };
 }
 
-/** One call to the provider: allowlisted headers, the stored token, a timeout, no redirects, a size cap. */
-export async function callProvider(services: Services, current: LoadedIntegration, target: URL, request: FastifyRequest, body: string | undefined): Promise<ProxyAnswer> {
+/** Whether a proxied call writes (owner/admin or API token only): the provider's definition says (decision 76); an unknown provider by the REST rule. */
+export function proxyWrites(providers: ProviderRegistry, providerId: string, method: string, segments: readonly string[], body: unknown): boolean {
+  const definition = providers.get(providerId)?.definition;
+  return definition ? definition.isWrite(method, segments, body) : restIsWrite(method);
+}
+
+/** A proxied call as plain data: whose integration, and the request to forward. */
+export interface ProxyCall {
+  organizationId: string;
+  provider: string;
+  /** The end user whose integration it is; null for the organization's own. */
+  endUserId: string | null;
+  method: string;
+  /** The path under the API base, as checked segments (`proxySegments`). */
+  segments: readonly string[];
+  /** The query string to forward as the caller sent it (`''` or `?…`), `endUser` taken out (`takeEndUser`). */
+  query: string;
+  /** The caller's headers: only the allowlist passes. */
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The JSON body to forward, serialized; none for GET and HEAD. */
+  body?: string;
+  actor: AuditActor;
+}
+
+/** What a proxied call uses. */
+export interface ProxyDeps {
+  lifecycle: TokenLifecycle;
+  logger: Pick<Logger, 'warn'>;
+}
+
+/**
+ * An API call on the caller's behalf (CONTRACT.md §5), for any consumer — the REST route, an
+ * MCP tool: the integration's token (refreshed if due), the call through the provider
+ * transport, and what its answer means (policy.ts, point `call`): a rejection is re-read,
+ * then refreshed, then retried once before it is believed (decision 37); a 403 passes through
+ * after marking the integration suspicious. Failures throw judged (`toAnswer` at the edge).
+ */
+export async function proxyCall(deps: ProxyDeps, call: ProxyCall): Promise<ProxyAnswer> {
+  const { lifecycle } = deps;
+  let loaded = await lifecycle.usable(await lifecycle.reads.loadForUse(call.organizationId, call.provider, call.endUserId), call.actor);
+  const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
+  const target = new URL(`${base}/${call.segments.map(encodeURIComponent).join('/')}${call.query}`);
+  const baseUrl = new URL(base);
+  // Defence in depth: whatever the path was, the call stays under the API base.
+  if (target.origin !== baseUrl.origin || !`${target.pathname}/`.startsWith(`${baseUrl.pathname.replace(/\/$/, '')}/`)) throw invalidPath();
+
+  let answer = await forward(deps, loaded, target, call);
+  let failure = loaded.provider.definition.classify(toResponse(answer));
+  if (failure && judge(failure.kind, 'call').recheck === 'retry') {
+    const recovered = await lifecycle.recover(loaded, loaded.secrets.access_token ?? '', call.actor);
+    if (recovered) {
+      loaded = recovered;
+      answer = await forward(deps, loaded, target, call);
+      failure = loaded.provider.definition.classify(toResponse(answer));
+    }
+  }
+  if (failure) {
+    const failed = new JudgedFailure(failure, 'call');
+    await lifecycle.settle(loaded.row, failed, call.actor);
+    if (failed.verdict.answer !== 'passthrough') throw failed;
+  }
+  return answer;
+}
+
+/** One forwarded call through the provider transport: allowlisted headers, the stored token, the proxy's size cap. */
+async function forward(deps: ProxyDeps, current: LoadedIntegration, target: URL, call: ProxyCall): Promise<ProxyAnswer> {
   const { definition } = current.provider;
   // The provider's own required headers (Notion-Version), unless the client sent its own value.
   const headers: Record<string, string> = { 'user-agent': 'Tessera', ...definition.apiHeaders, authorization: definition.authorization(current.secrets.access_token ?? '') };
   for (const name of REQUEST_HEADERS) {
-    const value = request.headers[name];
+    const value = call.headers[name];
     if (typeof value === 'string') headers[name] = value;
   }
-  let response: Response;
-  const started = performance.now();
-  const observe = (outcome: string) => services.metrics?.providerCall(current.provider.id, outcome, (performance.now() - started) / 1000);
   try {
-    response = await providerCallSpan(current.provider.id, target, request.method, () =>
-      fetch(target, {
-        method: request.method,
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        redirect: 'manual',
-        signal: AbortSignal.timeout(services.config.oauth.providerTimeout * 1000),
-      }),
-    );
-    observe(String(response.status));
+    return await current.provider.send({ url: target, method: call.method, headers, ...(call.body !== undefined ? { body: call.body } : {}) }, PROXY_MAX_BYTES);
   } catch (error) {
-    observe('transient');
-    services.logger.warn({ provider: current.provider.id, integrationId: current.row.id, kind: 'transient' }, 'proxied call failed');
-    throw new AppError('PROVIDER_ERROR', { cause: new ProviderError('transient', 'provider unreachable', { cause: error }) });
+    const failed = judged(error, 'call');
+    deps.logger.warn({ provider: current.provider.id, integrationId: current.row.id, kind: failed.kind }, 'proxied call failed');
+    throw failed;
   }
-  let answer: Buffer | null;
-  try {
-    answer = await readCapped(response, PROXY_MAX_BYTES);
-  } catch (error) {
-    throw new AppError('PROVIDER_ERROR', { cause: error });
-  }
-  if (!answer) throw new AppError('PROVIDER_ERROR', { message: 'The provider answer is larger than 10 MiB' });
-  return { status: response.status, headers: response.headers, body: answer };
 }

@@ -9,6 +9,7 @@
 import type { Logger } from 'pino';
 import type { Config, Keyring } from '../config/load.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
+import type { UnitOfWork } from '../http/unit-of-work.ts';
 import { newId } from '../lib/ids.ts';
 import { open, type SecretBinding, seal } from '../secrets/crypto.ts';
 import { ProviderError } from './providers/types.ts';
@@ -76,11 +77,11 @@ export class Revocations {
   }
 
   /**
-   * Records `grants` with `tx`, the transaction of the change that removed them, and asks for
+   * Records `grants` in `work`, the unit of work of the change that removed them, and asks for
    * a round once it has committed. Grants of providers this deployment cannot revoke at (no
    * revocation endpoint, not configured) are not recorded.
    */
-  async queue(tx: Db, afterCommit: (fn: () => unknown) => void, grants: readonly GrantToRevoke[]): Promise<number> {
+  async queue(work: Pick<UnitOfWork, 'db' | 'afterCommit'>, grants: readonly GrantToRevoke[]): Promise<number> {
     const rows = grants
       .filter((grant) => this.options.providers.get(grant.provider)?.definition.revoke && grant.accessToken)
       .map((grant) => {
@@ -90,8 +91,8 @@ export class Revocations {
         return sql`(${grant.organizationId}, ${id}, ${grant.integrationId}, ${grant.provider}, ${grant.reason}, ${JSON.stringify(grant.metadata)}::jsonb, ${sealed.keyId}, ${sealed.envelope})`;
       });
     if (rows.length === 0) return 0;
-    await tx.execute(sql`INSERT INTO grant_revocations (organization_id, id, integration_id, provider, reason, metadata, key_id, envelope) VALUES ${sql.join(rows, sql`, `)}`);
-    afterCommit(() => this.wake());
+    await work.db.execute(sql`INSERT INTO grant_revocations (organization_id, id, integration_id, provider, reason, metadata, key_id, envelope) VALUES ${sql.join(rows, sql`, `)}`);
+    work.afterCommit(() => this.wake());
     return rows.length;
   }
 

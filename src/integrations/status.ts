@@ -1,12 +1,21 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { type AuditActor, recordAudit } from '../audit/audit.ts';
-import type { Logger } from 'pino';
+import { recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { type IntegrationStatus, integrations } from '../db/schema.ts';
-import type { Outbox } from '../events/outbox.ts';
+import type { UnitOfWork } from '../http/unit-of-work.ts';
 import type { IntegrationRow } from './integrations.ts';
 
 export type StatusAction = 'reconnect' | 'refresh' | 'configure';
+
+/** Our words for a status the provider caused (never the provider's text); `lastError` holds one. */
+export const REASONS = {
+  unauthorized: 'token unauthorized',
+  refreshRejected: 'refresh token rejected',
+  forbidden: 'API access forbidden',
+  unreachable: 'provider unreachable during validation',
+  misconfigured: "provider rejected this deployment's client credentials",
+  revokedAtProvider: 'access revoked at the provider',
+} as const;
 
 /** The status object the user interface shows (SEED.md, CONTRACT.md §5). */
 export interface StatusObject {
@@ -42,6 +51,19 @@ export function statusObject(row: IntegrationRow, displayName: string, now = Dat
     case 'connected':
       return { ...base, status, connected: true, tokenValid: true, tokenExpired: false, message: `${displayName} is connected.`, actions: [] };
     case 'warning':
+      // Rejected client credentials are this deployment's to fix: a refresh cannot help (CONTRACT.md §5).
+      if (row.lastError === REASONS.misconfigured) {
+        return {
+          ...base,
+          status,
+          connected: true,
+          tokenValid: row.tokenValid,
+          tokenExpired: false,
+          message: `${displayName} rejected this deployment's client credentials. An administrator must check the provider's client id and secret in Tessera's configuration.`,
+          actions: ['configure'],
+          ...failure,
+        };
+      }
       return {
         ...base,
         status,
@@ -80,34 +102,22 @@ export function statusObject(row: IntegrationRow, displayName: string, now = Dat
   }
 }
 
+/** How a status change was learnt (CONTRACT.md §5b `source`): named in `integration.status_changed`. */
+export type TransitionSource = 'refresh' | 'validation' | 'proxy' | 'provider_event' | 'connect';
+
 export interface Transition {
   status: IntegrationStatus;
-  /** Our words: e.g. 'token unauthorized', 'API access forbidden'. */
+  /** Our words (`REASONS`): e.g. 'token unauthorized', 'API access forbidden'. */
   lastError: string | null;
   tokenValid?: boolean;
   /** Set when the transition follows a completed validation. */
   validated?: boolean;
   nextValidationAt?: Date;
+  source?: TransitionSource;
 }
 
-export interface TransitionDeps {
-  db: Db;
-  outbox: Outbox;
-  actor: AuditActor;
-  /** Hears of each status change, once committed (decision 147). */
-  logger?: Pick<Logger, 'info'>;
-}
-
-/**
- * Persists a status transition, with an audit row and an `integration.status_changed` event
- * only when the status actually changes. The common case — the status stays what it is (a
- * connected token validated again, another 403 of a `warning` one) — is one `UPDATE`; a change
- * takes a short transaction of its own (it must survive an error response) that locks the row
- * and reads the status it changes from. Returns the row after, or null if it is gone.
- */
-export async function applyTransition(deps: TransitionDeps, organizationId: string, integrationId: string, next: Transition): Promise<IntegrationRow | null> {
-  const now = new Date();
-  const fields = {
+function transitionFields(next: Transition, now: Date) {
+  return {
     status: next.status,
     lastError: next.lastError,
     ...(next.tokenValid !== undefined ? { tokenValid: next.tokenValid } : {}),
@@ -115,46 +125,70 @@ export async function applyTransition(deps: TransitionDeps, organizationId: stri
     ...(next.nextValidationAt ? { nextValidationAt: next.nextValidationAt } : {}),
     updatedAt: sql`now()`,
   };
-  const where = and(eq(integrations.organizationId, organizationId), eq(integrations.id, integrationId));
-  const [unchanged] = await deps.db
+}
+
+const byId = (organizationId: string, integrationId: string) => and(eq(integrations.organizationId, organizationId), eq(integrations.id, integrationId));
+
+/**
+ * The common case of a transition, in one `UPDATE` outside any transaction: the status stays
+ * what it is (a connected token validated again, another 403 of a `warning` one), so there is
+ * no audit row and no event. Returns the row after, or null when the status would change (or
+ * the row is gone): then `applyTransition` does it in a unit of work.
+ */
+export async function keepStatus(db: Db, organizationId: string, integrationId: string, next: Transition): Promise<IntegrationRow | null> {
+  const [unchanged] = await db
     .update(integrations)
-    .set({ ...fields, detectedAt: next.status === 'connected' ? null : sql`coalesce(${integrations.detectedAt}, now())` })
-    .where(and(where, eq(integrations.status, next.status)))
+    .set({ ...transitionFields(next, new Date()), detectedAt: next.status === 'connected' ? null : sql`coalesce(${integrations.detectedAt}, now())` })
+    .where(and(byId(organizationId, integrationId), eq(integrations.status, next.status)))
     .returning();
-  if (unchanged) return unchanged;
-  const pending: (() => unknown)[] = [];
-  const result = await deps.db.transaction(async (tx) => {
-    const [before] = await tx
-      .select()
-      .from(integrations)
-      .where(where)
-      .for('update');
-    if (!before) return null;
-    const changed = before.status !== next.status;
-    const [after] = await tx
-      .update(integrations)
-      .set({ ...fields, detectedAt: next.status === 'connected' ? null : changed || !before.detectedAt ? now : before.detectedAt })
-      .where(where)
-      .returning();
-    if (changed && after) {
-      pending.push(() =>
-        deps.logger?.info({ provider: before.provider, integrationId, organizationId, from: before.status, to: next.status, reason: next.lastError }, `integration status changed to ${next.status}`),
-      );
-      await recordAudit(tx as Db, deps.actor, {
-        organizationId,
-        action: 'integration.status_changed',
-        targetType: 'integration',
-        targetId: integrationId,
-        detail: { from: before.status, to: next.status, reason: next.lastError },
-      });
-      await deps.outbox.emit(tx as Db, (fn) => pending.push(fn), {
-        organizationId,
-        type: 'integration.status_changed',
-        data: { integration: { id: integrationId, provider: before.provider }, provider: before.provider, endUser: before.endUser ?? null, from: before.status, to: next.status, reason: next.lastError },
-      });
-    }
-    return after ?? null;
-  });
-  for (const fn of pending) fn();
-  return result;
+  return unchanged ?? null;
+}
+
+/**
+ * Persists a status transition in `work`'s transaction: locks the row, reads the status it
+ * changes from, and — only when the status actually changes — writes an audit row and queues
+ * `integration.status_changed` (naming its `source`), telling `onChanged`. Returns the row after,
+ * or null if it is gone.
+ */
+export async function applyTransition(
+  work: UnitOfWork,
+  organizationId: string,
+  integrationId: string,
+  next: Transition,
+  onChanged?: (before: IntegrationRow) => void,
+): Promise<IntegrationRow | null> {
+  const now = new Date();
+  const where = byId(organizationId, integrationId);
+  const [before] = await work.db.select().from(integrations).where(where).for('update');
+  if (!before) return null;
+  const changed = before.status !== next.status;
+  const [after] = await work.db
+    .update(integrations)
+    .set({ ...transitionFields(next, now), detectedAt: next.status === 'connected' ? null : changed || !before.detectedAt ? now : before.detectedAt })
+    .where(where)
+    .returning();
+  if (changed && after) {
+    onChanged?.(before);
+    await recordAudit(work.db, work.actor, {
+      organizationId,
+      action: 'integration.status_changed',
+      targetType: 'integration',
+      targetId: integrationId,
+      detail: { from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}) },
+    });
+    await work.outbox.emit(work.db, work.afterCommit, {
+      organizationId,
+      type: 'integration.status_changed',
+      data: {
+        integration: { id: integrationId, provider: before.provider },
+        provider: before.provider,
+        endUser: before.endUser ?? null,
+        from: before.status,
+        to: next.status,
+        reason: next.lastError,
+        ...(next.source ? { source: next.source } : {}),
+      },
+    });
+  }
+  return after ?? null;
 }

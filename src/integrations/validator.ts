@@ -2,7 +2,9 @@ import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Services } from '../services.ts';
 import { inSpan } from '../telemetry/tracing.ts';
 import { type LoadedIntegration, loadById, loadMany } from './tokens/loaded.ts';
-import { refreshDue } from './tokens/policy.ts';
+
+/** What a validation pass uses. */
+export type ValidationDeps = Pick<Services, 'db' | 'providers' | 'config' | 'lifecycle' | 'logger'>;
 
 export interface ValidationPassOptions {
   /** Rows claimed per batch. */
@@ -15,10 +17,12 @@ export interface ValidationPassOptions {
   refreshTokenMarginMs?: number;
 }
 
+/** What a pass found: integrations claimed, and how each check ended (`valid` counts refreshes too). */
 export interface ValidationPassResult {
   claimed: number;
   valid: number;
   invalid: number;
+  misconfigured: number;
   forbidden: number;
   rateLimited: number;
   transient: number;
@@ -54,17 +58,19 @@ export async function claimDue(db: Db, limit: number, intervalSeconds: number, p
 }
 
 /**
- * One validation pass: claim due rows in batches, validate each outside any
- * transaction with bounded concurrency per provider, within a time budget. A provider
- * that rate-limits us is left alone for the rest of the pass; one failure never stops
- * the others. Tokens whose refresh token nears its own expiry are refreshed instead.
+ * One validation pass: claim due rows in batches and give each the live check (the status
+ * route's: `TokenLifecycle.check`) outside any transaction, with bounded concurrency per
+ * provider, within a time budget. A provider that rate-limits us is left alone for the rest
+ * of the pass; one failure never stops the others. Tokens that would expire before the next
+ * pass, or whose refresh token nears its own expiry, are refreshed instead of validated.
  */
-export async function runValidationPass(services: Services, options: ValidationPassOptions = {}): Promise<ValidationPassResult> {
+export async function runValidationPass(services: ValidationDeps, options: ValidationPassOptions = {}): Promise<ValidationPassResult> {
   const batchSize = options.batchSize ?? 200;
   const concurrency = options.concurrencyPerProvider ?? 8;
   const deadline = Date.now() + (options.budgetMs ?? 60_000);
   const margin = options.refreshTokenMarginMs ?? 24 * 60 * 60 * 1000;
-  const result: ValidationPassResult = { claimed: 0, valid: 0, invalid: 0, forbidden: 0, rateLimited: 0, transient: 0, errors: 0 };
+  const result: ValidationPassResult = { claimed: 0, valid: 0, invalid: 0, misconfigured: 0, forbidden: 0, rateLimited: 0, transient: 0, errors: 0 };
+  const due = { accessWithinMs: services.config.oauth.validationInterval * 1000, refreshTokenWithinMs: margin };
   const backedOff = new Set<string>();
   const actor = { principal: null, requestId: null };
 
@@ -93,17 +99,8 @@ export async function runValidationPass(services: Services, options: ValidationP
             const row = rows[next++] as Claimed;
             try {
               const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await loadById(services, row.organization_id, row.id));
-              // Refresh instead when the access token would expire before the next pass, or the refresh token within the margin.
-              const refreshSoon =
-                current.secrets.refresh_token !== undefined &&
-                refreshDue(current.row, { accessWithinMs: services.config.oauth.validationInterval * 1000, refreshTokenWithinMs: margin });
-              if (refreshSoon) {
-                await services.lifecycle.refresh(current.row, actor);
-                result.valid++;
-                continue;
-              }
-              const { outcome } = await services.lifecycle.validate(current, actor);
-              result[outcome.kind === 'revoked' ? 'invalid' : outcome.kind]++;
+              const { outcome } = await services.lifecycle.check(current, actor, due);
+              result[outcome.kind === 'revoked' ? 'invalid' : outcome.kind === 'refreshed' ? 'valid' : outcome.kind]++;
               if (outcome.kind === 'rateLimited') backedOff.add(provider);
             } catch (error) {
               result.errors++;
@@ -120,7 +117,7 @@ export async function runValidationPass(services: Services, options: ValidationP
 }
 
 /** Runs a pass every `everyMs` (never two at once in this process); stop() waits for the running one. */
-export function startValidationScheduler(services: Services, everyMs: number, options: ValidationPassOptions = {}): { stop(): Promise<void> } {
+export function startValidationScheduler(services: ValidationDeps, everyMs: number, options: ValidationPassOptions = {}): { stop(): Promise<void> } {
   let running: Promise<unknown> | null = null;
   let stopped = false;
   const tick = () => {

@@ -1,9 +1,9 @@
 /**
  * The pages an end user sees when a product sends them through a connect session
- * (CONTRACT.md §5a): the hosted page listing the allowed providers, the pages for a session
- * that cannot be used, and the page that ends a flow started in a popup by connect.js. Server-
- * rendered HTML with every value escaped, no inline script or style (the CSP allows none),
- * a plain form that works without JavaScript — and a flow starts only from that form.
+ * (CONTRACT.md §5a): the hosted page listing the allowed providers and the pages for a session
+ * that cannot be used (the page ending a popup's flow is the callback's: integrations/connect/
+ * pages.ts). Server-rendered HTML with every value escaped, no inline script or style (the CSP
+ * allows none), a plain form that works without JavaScript — and a flow starts only from that form.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
@@ -12,14 +12,11 @@ import type { TypedFastify } from '../http/typed.ts';
 import { getOrganization } from '../organizations/organizations.ts';
 import { currentAccounts } from '../integrations/integrations.ts';
 import type { Services } from '../services.ts';
-import { type FlowOutcome, outcomeParams, callbackRedirect } from '../integrations/connect/callback.ts';
-import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, setTxCookie } from '../integrations/connect/start.ts';
+import { CONNECT_PAGE_HEADERS, connectPage } from '../integrations/connect/pages.ts';
+import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, txCookieOptions } from '../integrations/connect/start.ts';
 import { type ConnectSession, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
-import type { StateRow } from '../integrations/state.ts';
-import { contentSecurityPolicy, HTML_HEADERS, staticFileRoutes } from './static-files.ts';
-
-/** The pages' policy without COOP, so that connect.js keeps a handle on the popup it opened (no-store: the routes' `noStore`). */
-export const CONNECT_PAGE_HEADERS = HTML_HEADERS;
+import { contentSecurityPolicy, escapeHtml } from '../http/html.ts';
+import { staticFileRoutes } from './static-files.ts';
 
 const ASSETS = [
   { url: '/connect.js', file: 'connect.js', type: 'text/javascript; charset=utf-8' },
@@ -29,30 +26,6 @@ const ASSETS = [
 
 const SecretParams = Type.Object({ secret: Type.String({ maxLength: 64 }) });
 const PopupQuery = Type.Object({ popup: Type.Optional(Type.String({ maxLength: 5 })) });
-
-/** Escapes text for an HTML text node or a quoted attribute. */
-export function escapeHtml(value: string): string {
-  return value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
-}
-
-function page(title: string, body: string, extraHead = ''): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)}</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/connect/assets/connect.css">
-${extraHead}</head>
-<body>
-<main class="card">
-${body}
-</main>
-</body>
-</html>
-`;
-}
 
 /** Why a session cannot be used, in words a person understands, with its status code. */
 const UNUSABLE = {
@@ -65,12 +38,12 @@ const UNUSABLE = {
 /** A provider the session does not allow (a tampered form). */
 const NOT_ALLOWED = {
   status: 400,
-  html: page('This service is not available here', '<h1>This service is not available here</h1>\n<p>This link does not connect that service. Go back and choose one of those listed.</p>'),
+  html: connectPage('This service is not available here', '<h1>This service is not available here</h1>\n<p>This link does not connect that service. Go back and choose one of those listed.</p>'),
 };
 
 function unusablePage(kind: keyof typeof UNUSABLE): { status: number; html: string } {
   const { status, title, text } = UNUSABLE[kind];
-  return { status, html: page(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`) };
+  return { status, html: connectPage(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`) };
 }
 
 /** Shown above the form when a start was refused: the person sees why nothing happened, and starts from here. */
@@ -100,7 +73,7 @@ async function hostedPage(services: Services, request: FastifyRequest, reply: Fa
       return `<li><button class="provider" type="submit" name="provider" value="${escapeHtml(provider.id)}">${account ? 'Reconnect' : 'Connect'} ${escapeHtml(provider.displayName)}</button>${now}</li>`;
     })
     .join('\n');
-  return page(
+  return connectPage(
     `Connect an account · ${name}`,
     `<p class="eyebrow">${escapeHtml(name)}</p>
 <h1>Connect an account</h1>
@@ -112,28 +85,6 @@ ${buttons}
 </ul>
 </form>
 <p class="fine">Your password stays with that service. You can remove access there at any time.</p>`,
-  );
-}
-
-/**
- * The end of a flow started in a popup: hands the outcome to the window that opened it, for
- * the session's redirect origin only, and closes; without an opener it goes on to the
- * redirect URI like a full-page flow.
- */
-export function flowDonePage(services: Services, state: StateRow, outcome: FlowOutcome): string {
-  const result = outcomeParams(state, outcome);
-  const provider = services.providers.get(state.provider)?.displayName ?? 'the service';
-  const ok = 'integrationId' in outcome;
-  const words = ok
-    ? `${provider} is connected. You can close this window.`
-    : outcome.error === 'ACCESS_DENIED'
-      ? `You declined access at ${provider}, so nothing was connected. You can close this window.`
-      : `Connecting ${provider} did not work (${outcome.error}). Close this window and try again.`;
-  return page(
-    ok ? 'Connected' : 'Not connected',
-    `<h1>${ok ? 'Connected' : 'Not connected'}</h1>
-<p id="result" data-result="${escapeHtml(JSON.stringify(result))}" data-origin="${escapeHtml(new URL(state.redirectUri).origin)}" data-redirect="${escapeHtml(callbackRedirect(state, outcome))}">${escapeHtml(words)}</p>`,
-    '<script src="/connect/assets/done.js" defer></script>\n',
   );
 }
 
@@ -239,7 +190,7 @@ function startRoutes(app: TypedFastify, services: Services): void {
           { organizationId: session.organizationId, userId: null, connectSessionId: session.id, popup, provider, scopes: provider.scopes, redirectUri: session.redirectUri },
           request.cookies[OAUTH_TX_COOKIE],
         );
-        setTxCookie(reply, services, flow.txValue);
+        reply.setCookie(OAUTH_TX_COOKIE, flow.txValue, txCookieOptions(services));
         // 303: the browser follows with a GET, whatever method brought it here.
         reply.code(303).header('location', flow.authUrl);
         return null;

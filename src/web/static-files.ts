@@ -2,28 +2,8 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { TypedFastify } from '../http/typed.ts';
 
-/**
- * The pages' policy: their own scripts and styles only (nothing inline, so an injected
- * `<script>` or `style=` does nothing), calls to this origin only, never framed; forms post
- * to this origin, and a form's answer may redirect only to `formTargets` (origins) besides —
- * browsers hold the redirect after a form post to `form-action` too.
- */
-export function contentSecurityPolicy(formTargets: readonly string[] = []): string {
-  return (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-    `frame-ancestors 'none'; base-uri 'none'; form-action ${["'self'", ...formTargets].join(' ')}`
-  );
-}
-
-export const CONTENT_SECURITY_POLICY = contentSecurityPolicy();
-
-/** Headers every HTML page of ours carries, whatever its caching. */
-export const HTML_HEADERS: Readonly<Record<string, string>> = {
-  'content-security-policy': CONTENT_SECURITY_POLICY,
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'no-referrer',
-  'x-content-type-options': 'nosniff',
-};
+// The headers live with the HTML helpers every room's pages share.
+export { CONTENT_SECURITY_POLICY, contentSecurityPolicy, HTML_HEADERS } from '../http/html.ts';
 
 export interface StaticFile {
   url: string;

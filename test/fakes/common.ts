@@ -71,7 +71,14 @@ export interface FakeProvider<U extends FakeUser = FakeUser> {
   readonly tokenUrl: string;
   readonly apiUrl: string;
   readonly clientId: string;
+  /** The app's client secret as the provider knows it now (see `rotateClientSecret`). */
   readonly clientSecret: string;
+  /**
+   * Replaces the app's client secret at the provider, as its owner does on the app's settings
+   * page: from then on the token endpoint (and any other client-authenticated call) refuses
+   * the previous one, the way this provider refuses bad client credentials. Returns the new one.
+   */
+  rotateClientSecret(secret?: string): string;
   /** Creates a user; throws if the login exists. */
   addUser(user: FakeUserInput): U;
   /** What a person clicking "Approve" at `authorizeUrl` produces; throws where the provider would show an error page. */
@@ -329,7 +336,7 @@ export async function startFakeProvider<U extends FakeUser>(
   define: (core: FakeCore<U>) => FakeDefinition<U>,
 ): Promise<FakeProvider<U>> {
   const clientId = options.clientId ?? defaults.clientId;
-  const clientSecret = options.clientSecret ?? defaults.clientSecret;
+  let clientSecret = options.clientSecret ?? defaults.clientSecret;
   const appName = options.appName ?? 'Tessera';
   const registered = (options.redirectUris ?? []).map((uri) => new URL(uri));
   const now = options.now ?? Date.now;
@@ -344,7 +351,9 @@ export async function startFakeProvider<U extends FakeUser>(
 
   const core: FakeCore<U> = {
     clientId,
-    clientSecret,
+    get clientSecret() {
+      return clientSecret;
+    },
     get url() {
       return baseUrl;
     },
@@ -496,7 +505,13 @@ export async function startFakeProvider<U extends FakeUser>(
     tokenUrl: baseUrl + def.tokenPath,
     apiUrl: baseUrl + def.apiPath,
     clientId,
-    clientSecret,
+    get clientSecret() {
+      return clientSecret;
+    },
+    rotateClientSecret(secret = `rotated${randomString(32)}`) {
+      clientSecret = secret;
+      return secret;
+    },
     addUser(input) {
       if (users.has(input.login)) throw new Error(`${def.displayName} fake: user ${input.login} exists`);
       const user = def.makeUser(input, ++sequence);

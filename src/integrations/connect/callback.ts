@@ -1,21 +1,22 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { FastifyRequest } from 'fastify';
-import { AppError, type ErrorCode } from '../../http/errors.ts';
+import type { Logger } from 'pino';
+import type { AuditActor } from '../../audit/audit.ts';
 import type { Principal } from '../../http/context.ts';
-import { authenticateOptional } from '../../identity/authenticate.ts';
+import { AppError, type ErrorCode } from '../../http/errors.ts';
+import { systemUnitOfWork, type UnitOfWork } from '../../http/unit-of-work.ts';
 import { membershipOf } from '../../organizations/organizations.ts';
-import { type ConnectSession, completeSession, findSession, grantorLost, recordSessionError, sessionStatus } from '../sessions/sessions.ts';
-import { systemUnitOfWork } from '../../http/unit-of-work.ts';
 import { open } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
+import { findIntegrationByProvider } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
+import { type ConnectSession, completeSession, findSession, grantorLost, recordSessionError, sessionStatus } from '../sessions/sessions.ts';
 import { consumeState, findState, type StateRow, sha256 } from '../state.ts';
 import { tokenRequest } from '../token-endpoint.ts';
-import { failureAnswer } from '../tokens/policy.ts';
-import { OAUTH_TX_COOKIE } from './start.ts';
+import { type FailurePoint, JudgedFailure, judged } from '../tokens/policy.ts';
 import { type ConnectedResult, storeConnection } from './store.ts';
 
+/** A callback as plain data: what the provider (or the client relaying it) sent, and what the browser carries. */
 export interface CallbackInput {
   state: string;
   code?: string;
@@ -23,18 +24,31 @@ export interface CallbackInput {
   error?: string;
   /** POST callback: the provider the client says it is completing. */
   provider?: string;
+  /** The `oauth_tx` cookie the browser sent, binding the flow to it. */
+  txCookie?: string;
+  /** The caller's credentials, checked only for a flow a user started (theirs may complete it without the cookie); null without valid ones. */
+  caller(): Promise<Principal | null>;
+  requestId: string;
+  log: Pick<Logger, 'warn'>;
 }
+
+/**
+ * The unit of work the connection is stored in, acting as `actor`: opened only once the
+ * provider has answered, since no transaction may span a provider call.
+ */
+export type OpenWork = (actor: AuditActor) => Promise<UnitOfWork>;
 
 /**
  * A state that passed its checks and was consumed: from here on, failures can be
  * reported to its redirect URI (and, for a connect session, recorded on the session).
+ * The failure becomes an answer at the route edge (`toAnswer`).
  */
 export class CallbackFailure extends Error {
-  readonly appError: AppError;
+  readonly failure: AppError | JudgedFailure;
   readonly state: StateRow;
-  constructor(appError: AppError, state: StateRow) {
-    super(appError.message, { cause: appError });
-    this.appError = appError;
+  constructor(failure: AppError | JudgedFailure, state: StateRow) {
+    super(failure.message, { cause: failure });
+    this.failure = failure;
     this.state = state;
   }
 }
@@ -45,12 +59,12 @@ const invalidState = (reason: string) => new AppError('INVALID_OAUTH_STATE', { c
  * Completes a connect flow: claim the state (verified, bound to this browser or user, then
  * used up — committed before the exchange, so a failed exchange still burns it), check who
  * it is for (the starting user must still manage integrations; a connect session must still
- * be pending), exchange the code, validate the token, then store everything in the
- * request's transaction. Unusable states throw AppError; later failures throw CallbackFailure.
+ * be pending), exchange the code, validate the token, then store everything in the unit of
+ * work `openWork` opens. Unusable states throw AppError; later failures throw CallbackFailure.
  */
-export async function completeConnect(services: Services, request: FastifyRequest, input: CallbackInput): Promise<ConnectedResult & { state: StateRow }> {
-  const { state, principal } = await claimState(services, request, input);
-  const fail = (error: AppError): CallbackFailure => new CallbackFailure(error, state);
+export async function completeConnect(services: Services, input: CallbackInput, openWork: OpenWork): Promise<ConnectedResult & { state: StateRow }> {
+  const { state, principal } = await claimState(services, input);
+  const fail = (error: AppError | JudgedFailure): CallbackFailure => new CallbackFailure(error, state);
   const session = await checkStarter(services, state).catch((error: unknown) => {
     throw error instanceof AppError ? fail(error) : error;
   });
@@ -61,21 +75,24 @@ export async function completeConnect(services: Services, request: FastifyReques
   const provider = services.providers.get(state.provider);
   if (!provider) throw fail(new AppError('PROVIDER_NOT_CONFIGURED'));
 
+  const actor: AuditActor = { principal, requestId: input.requestId, ...(state.userId ? { userId: state.userId } : {}) };
   let connected: { tokens: TokenSet; account: ProviderAccount; metadata: Metadata };
   try {
-    connected = await exchange(services, request, provider, state, input.code);
+    connected = await exchange(services, input.log, provider, state, input.code);
   } catch (error) {
-    throw error instanceof AppError ? fail(error) : error;
+    if (!(error instanceof JudgedFailure)) throw error;
+    // The verdict may concern the integration being reconnected (our client credentials refused: `warning`).
+    const existing = error.verdict.transition ? await findIntegrationByProvider(services.db, state.organizationId, provider.id, session?.endUser?.id ?? null) : null;
+    await services.lifecycle.settle({ organizationId: state.organizationId, provider: provider.id, id: existing?.id ?? null }, error, actor);
+    throw fail(error);
   }
-  const tx = await request.ctx.tx();
-  const actor = { principal, requestId: request.id, ...(state.userId ? { userId: state.userId } : {}) };
-  const work = { tx, afterCommit: (fn: () => unknown) => request.ctx.afterCommit(fn), actor };
+  const work = await openWork(actor);
   const result = await storeConnection(services, work, { organizationId: state.organizationId, provider, ...connected, ...(session ? { session } : {}) });
   // A session connects one integration: of two flows it started, the first to finish wins —
   // and none once its minting credential lost the authority to mint it (checked again here,
   // in the transaction that would store the integration: the flow spent time at the provider).
-  if (session && !(await completeSession(tx, state.organizationId, session.id, result.integration.id))) {
-    throw fail(grantorLost(await findSession(tx, state.organizationId, session.id)) ? GRANTOR_LOST() : SESSION_ENDED());
+  if (session && !(await completeSession(work.db, state.organizationId, session.id, result.integration.id))) {
+    throw fail(grantorLost(await findSession(work.db, state.organizationId, session.id)) ? GRANTOR_LOST() : SESSION_ENDED());
   }
   return { ...result, state };
 }
@@ -123,7 +140,7 @@ async function checkStarter(services: Services, state: StateRow): Promise<Connec
  * same organization). The binding is checked before the state is used up: an unbound
  * callback leaves it usable by its own flow (decision 27).
  */
-async function claimState(services: Services, request: FastifyRequest, input: CallbackInput): Promise<{ state: StateRow; principal: Principal | null }> {
+async function claimState(services: Services, input: CallbackInput): Promise<{ state: StateRow; principal: Principal | null }> {
   const payload = services.stateCodec.verify(input.state);
   if (!payload) throw invalidState('malformed or forged');
   if (input.provider !== undefined && input.provider !== payload.provider) throw invalidState('wrong provider');
@@ -133,10 +150,10 @@ async function claimState(services: Services, request: FastifyRequest, input: Ca
   if (pending.expiresAt.getTime() <= Date.now()) throw invalidState('expired');
   // A session's flow has no starting user: only its browser (the cookie) can complete it, and
   // whoever else is signed in there is not its actor.
-  const principal = pending.userId === null ? null : await authenticateOptional(services, request);
+  const principal = pending.userId === null ? null : await input.caller();
   const sameUser = pending.userId !== null && principal?.userId === pending.userId;
   if (sameUser && principal?.organizationId !== pending.organizationId) throw invalidState('organization context changed');
-  if (!sameUser && !txMatches(request.cookies[OAUTH_TX_COOKIE], pending.txHash)) throw invalidState('not bound to this browser or user');
+  if (!sameUser && !txMatches(input.txCookie, pending.txHash)) throw invalidState('not bound to this browser or user');
   // Of two racing callbacks exactly one gets it.
   const state = await consumeState(services.db, payload.organizationId, nonceHash);
   if (!state) throw invalidState('unknown or already used');
@@ -147,12 +164,12 @@ async function claimState(services: Services, request: FastifyRequest, input: Ca
 /**
  * Exchanges the code (with the PKCE verifier kept for this state), validates the new token,
  * and gathers the integration's metadata — from the token answer, the account answer and
- * the provider's discovery call (Atlassian's sites), later ones winning. Failures as
- * policy.ts says.
+ * the provider's discovery call (Atlassian's sites), later ones winning. Failures are
+ * thrown judged (policy.ts, points `exchange` and `connect`).
  */
 async function exchange(
   services: Services,
-  request: FastifyRequest,
+  log: Pick<Logger, 'warn'>,
   provider: ConfiguredProvider,
   state: StateRow,
   code: string,
@@ -168,8 +185,7 @@ async function exchange(
   try {
     tokens = await tokenRequest(provider, params);
   } catch (error) {
-    request.log.warn({ provider: provider.id, stage: 'exchange', kind: (error as { kind?: string }).kind, providerCode: (error as { providerCode?: string }).providerCode }, 'code exchange failed');
-    throw failureAnswer(error, 'exchange');
+    throw failed(log, provider, error, 'exchange', 'code exchange failed');
   }
   try {
     const context = provider.contextFor(tokens.metadata ?? {});
@@ -177,9 +193,15 @@ async function exchange(
     const discovered = (await provider.definition.discover?.(context, tokens.accessToken)) ?? {};
     return { tokens, account, metadata: { ...tokens.metadata, ...account.metadata, ...discovered } };
   } catch (error) {
-    request.log.warn({ provider: provider.id, stage: 'validate', kind: (error as { kind?: string }).kind }, 'new token failed validation');
-    throw failureAnswer(error, 'connect');
+    throw failed(log, provider, error, 'connect', 'new token failed validation');
   }
+}
+
+/** A failure of the exchange or of the new token's check, judged, with its log line (the provider's code only as an identifier). */
+function failed(log: Pick<Logger, 'warn'>, provider: ConfiguredProvider, error: unknown, point: FailurePoint, message: string): JudgedFailure {
+  const failure = judged(error, point);
+  log.warn({ provider: provider.id, stage: point === 'connect' ? 'validate' : point, kind: failure.kind, providerCode: failure.failure.providerCode }, message);
+  return failure;
 }
 
 function txMatches(cookie: string | undefined, expectedHash: string): boolean {

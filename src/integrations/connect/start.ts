@@ -2,7 +2,6 @@ import { newSecret, SECRET } from '../../lib/ids.ts';
 import { calculatePKCECodeChallenge, generateRandomCodeVerifier } from 'oauth4webapi';
 import { allowedScheme } from '../../config/checks.ts';
 import { type Db, sql } from '../../db/client.ts';
-import type { FastifyReply } from 'fastify';
 import type { Principal } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
 import { requireRole, requireUser } from '../../identity/authorize.ts';
@@ -15,15 +14,9 @@ export const OAUTH_TX_COOKIE = 'oauth_tx';
 /** The `oauth_tx` cookie's path (CONTRACT.md §5): every route that starts a flow or ends one is under it, so each sees the cookie. */
 export const OAUTH_COOKIE_PATH = '/v1/integrations/oauth';
 
-/** Sets the cookie binding a flow to this browser (CONTRACT.md §5: HttpOnly, SameSite=Lax, Secure in production, max-age = state expiry). */
-export function setTxCookie(reply: FastifyReply, services: Services, txValue: string): void {
-  reply.setCookie(OAUTH_TX_COOKIE, txValue, {
-    path: OAUTH_COOKIE_PATH,
-    httpOnly: true,
-    sameSite: 'lax',
-    secure: services.config.isProduction,
-    maxAge: services.config.oauth.stateExpiry,
-  });
+/** The attributes of the cookie binding a flow to this browser (CONTRACT.md §5: HttpOnly, SameSite=Lax, Secure in production, max-age = state expiry). */
+export function txCookieOptions(services: Pick<Services, 'config'>) {
+  return { path: OAUTH_COOKIE_PATH, httpOnly: true, sameSite: 'lax', secure: services.config.isProduction, maxAge: services.config.oauth.stateExpiry } as const;
 }
 
 /** The configured provider, or 400 PROVIDER_NOT_CONFIGURED (unknown id, or no client id/secret). */
@@ -37,7 +30,7 @@ export function configuredProvider(services: Services, id: string): ConfiguredPr
  * A redirect URI the flow may send the browser back to: HTTPS (loopback http in
  * development), an allowed origin, no userinfo, no fragment; parsed by the WHATWG parser.
  */
-export function checkRedirectUri(services: Services, value: string): string {
+export function checkRedirectUri(services: Pick<Services, 'config'>, value: string): string {
   const refuse = (message: string) => new AppError('INVALID_REDIRECT_URI', { message, details: [{ path: 'body.redirectUri', message }] });
   let url: URL;
   try {

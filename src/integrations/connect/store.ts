@@ -1,5 +1,5 @@
-import { type AuditActor, recordAudit } from '../../audit/audit.ts';
-import type { Db } from '../../db/client.ts';
+import { recordAudit } from '../../audit/audit.ts';
+import type { UnitOfWork } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
@@ -26,22 +26,18 @@ export interface Connection {
 }
 
 /**
- * Stores a new connection in the request's transaction: the one integration for
+ * Stores a new connection in `work`'s transaction: the one integration for
  * (organization, provider, end user) — the session's end user, none without one — created,
  * or reset to `connected` keeping its id; its secrets replaced; an audit row; and
  * `integration.connected`. Another provider account replacing the one connected (CONTRACT.md
  * §5d) is named in both, and the replaced grant is revoked at the provider after the commit.
  */
-export async function storeConnection(
-  services: Services,
-  work: { tx: Db; afterCommit(fn: () => unknown): void; actor: AuditActor },
-  connection: Connection,
-): Promise<ConnectedResult> {
+export async function storeConnection(services: Pick<Services, 'config' | 'revocations' | 'logger'>, work: UnitOfWork, connection: Connection): Promise<ConnectedResult> {
   const { organizationId, provider, tokens, account, session } = connection;
   const endUser = session?.endUser ?? null;
   const now = Date.now();
   const tokenExpiresAt = accessTokenExpiry(tokens, now);
-  const { before, after } = await upsertConnectedIntegration(work.tx, {
+  const { before, after } = await upsertConnectedIntegration(work.db, {
     organizationId,
     provider: provider.id,
     endUser,
@@ -59,8 +55,8 @@ export async function storeConnection(
   const ref = { organizationId, integrationId: after.id, provider: provider.id };
   const accountChanged = before !== null && before.providerAccountId !== account.id;
   // The replaced account's tokens, read before they are replaced: its grant is revoked once this commits.
-  const previous = accountChanged ? await readSecrets(work.tx, services.config.keyring, ref) : null;
-  await replaceSecrets(work.tx, services.config.keyring, ref, {
+  const previous = accountChanged ? await readSecrets(work.db, services.config.keyring, ref) : null;
+  await replaceSecrets(work.db, services.config.keyring, ref, {
     access_token: tokens.accessToken,
     refresh_token: tokens.refreshToken,
     expires_at: tokenExpiresAt?.toISOString(),
@@ -69,7 +65,7 @@ export async function storeConnection(
     provider_email: account.email,
   });
   const previousAccount = before && previous ? { id: before.providerAccountId, username: previous.provider_username ?? before.providerAccountId } : null;
-  await recordAudit(work.tx, work.actor, {
+  await recordAudit(work.db, work.actor, {
     organizationId,
     action: before ? 'integration.reconnected' : 'integration.connected',
     targetType: 'integration',
@@ -83,7 +79,7 @@ export async function storeConnection(
       ...(session ? { connectSession: session.id, sessionCreatedBy: { credentialKind: session.createdByKind, credentialId: session.createdById, userId: session.createdByUserId } } : {}),
     },
   });
-  await services.outbox.emit(work.tx, work.afterCommit, {
+  await work.outbox.emit(work.db, work.afterCommit, {
     organizationId,
     type: 'integration.connected',
     data: {
@@ -99,8 +95,7 @@ export async function storeConnection(
   // Never the grant just stored: a provider may hand the same token out again.
   if (before && previous && previous.access_token !== tokens.accessToken) {
     await services.revocations.queue(
-      work.tx,
-      work.afterCommit,
+      work,
       grantsToRevoke([{ organizationId, integrationId: after.id, provider: provider.id, metadata: before.metadata, secrets: previous }], 'account.replaced'),
     );
   }

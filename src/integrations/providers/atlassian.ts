@@ -21,8 +21,9 @@ async function sites(context: ProviderContext, accessToken: string): Promise<Met
 /**
  * Atlassian Cloud (Jira, Confluence) through OAuth 2.0 (3LO). A refresh token needs
  * `offline_access`, `audience=api.atlassian.com` and `prompt=consent`; refresh tokens rotate.
- * Atlassian refuses a dead refresh token with HTTP 403 (not 400), and answers a call the
- * token lacks the scope for with 401 "scope does not match" — a warning, not a revocation.
+ * Atlassian refuses a dead refresh token with HTTP 403 `unauthorized_client` (not 400
+ * `invalid_grant`) and our client credentials with 401 `access_denied` (or `invalid_client`), and answers a
+ * call the token lacks the scope for with 401 "scope does not match": a warning, not a revocation.
  */
 export const atlassian = defineProvider({
   id: 'atlassian',
@@ -31,6 +32,7 @@ export const atlassian = defineProvider({
   defaultScopes: ['read:jira-work', 'read:jira-user', 'read:me', 'offline_access'],
   authorizeParams: { audience: 'api.atlassian.com', prompt: 'consent' },
   pkce: false,
+  token: { clientErrors: ['invalid_client', 'access_denied'] },
   account: { url: '{apiUrl}/me', id: 'account_id', username: ['nickname', 'name'], email: 'email' },
   api: {
     missingScope: [{ status: 401, body: { path: 'message', matches: 'scope does not match' } }],

@@ -76,6 +76,27 @@ describe('token answers', () => {
     expect(refused('discord', 502, '<html>bad gateway</html>')).toEqual({ kind: 'transient', code: undefined });
     expect(refused('notion', 200, { token_type: 'bearer' })).toEqual({ kind: 'transient', code: undefined });
   });
+
+  it("tell a refusal of our own client credentials from a dead grant, in each provider's words", () => {
+    const kind = (id: string, status: number, body: unknown) => {
+      try {
+        definition(id).parseTokenResponse(answer(status, body));
+      } catch (error) {
+        return (error as { kind: string }).kind;
+      }
+      return null;
+    };
+    expect(kind('github', 200, { error: 'incorrect_client_credentials', error_description: 'The client_id and/or client_secret passed are incorrect.' })).toBe('misconfigured');
+    expect(kind('slack', 200, { ok: false, error: 'bad_client_secret' })).toBe('misconfigured');
+    expect(kind('slack', 200, { ok: false, error: 'invalid_client_id' })).toBe('misconfigured');
+    expect(kind('google', 401, { error: 'invalid_client', error_description: 'Unauthorized' })).toBe('misconfigured');
+    expect(kind('microsoft', 400, { error: 'unauthorized_client', error_description: 'AADSTS700016: Application not found in the directory.' })).toBe('misconfigured');
+    expect(kind('zoom', 401, { reason: 'Invalid client_id or client_secret', error: 'invalid_client' })).toBe('misconfigured');
+    expect(kind('atlassian', 401, { error: 'access_denied', error_description: 'Unauthorized' })).toBe('misconfigured');
+    // Atlassian's dead refresh token is its `unauthorized_client`: a dead grant there, not our configuration.
+    expect(kind('atlassian', 403, { error: 'unauthorized_client', error_description: 'refresh_token is invalid' })).toBe('revoked');
+    expect(kind('google', 400, { error: 'invalid_grant' })).toBe('revoked');
+  });
 });
 
 describe('API answers', () => {

@@ -47,6 +47,9 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
   return definition;
 }
 
+/** RFC 6749 §5.2's refusals of the client itself (TokenAnswerSpec.clientErrors). */
+const CLIENT_ERRORS = ['invalid_client', 'unauthorized_client'];
+
 function parseTokenAnswer(name: string, spec: TokenAnswerSpec, response: ProviderResponse): TokenSet {
   const body = parseJson(response.body);
   if (response.status === 429) throw new ProviderError('rateLimited', `${name} rate-limited the token endpoint`, { status: 429, retryAfter: retryAfterSeconds(response, undefined) });
@@ -57,8 +60,12 @@ function parseTokenAnswer(name: string, spec: TokenAnswerSpec, response: Provide
   const failed = spec.okField !== undefined && answer[spec.okField] !== true;
   const refusedInBody = spec.errors === 'body' && answer.error !== undefined && answer.error !== null;
   if (failed || refusedInBody || response.status >= 400) {
-    // A refusal: of the grant (a bad code, a dead refresh token), whatever the status it came with.
+    // A refusal, whatever the status it came with: of our client credentials (a configuration
+    // fault), or else of the grant (a bad code, a dead refresh token).
     const code = typeof answer.error === 'string' ? answer.error : typeof answer.errorCode === 'string' ? answer.errorCode : undefined;
+    if (code !== undefined && (spec.clientErrors ?? CLIENT_ERRORS).includes(code)) {
+      throw new ProviderError('misconfigured', `${name} rejected this deployment's client credentials`, { status: response.status, providerCode: code });
+    }
     throw new ProviderError('revoked', `${name} refused the grant`, { status: response.status, providerCode: code ?? 'unrecognized' });
   }
   const nested = spec.userTokenPath ? valueAt(answer, spec.userTokenPath) : undefined;

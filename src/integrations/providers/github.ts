@@ -22,7 +22,7 @@ export const github = defineProvider({
   defaultScopes: ['read:user', 'user:email', 'repo'],
   // GitHub answers the token endpoint form-encoded unless asked for JSON, and refuses with HTTP 200 and `{error}`.
   tokenHeaders: { accept: 'application/json' },
-  token: { errors: 'body' },
+  token: { errors: 'body', clientErrors: ['incorrect_client_credentials', 'invalid_client', 'unauthorized_client'] },
   account: { url: '{apiUrl}/user', id: 'id', username: 'login', email: 'email', fetchEmail: primaryEmail },
   api: {
     scheme: 'token',

@@ -16,11 +16,13 @@ import type { ProviderSettings } from '../../config/schema.ts';
 import { providerCallSpan } from '../../telemetry/tracing.ts';
 import { customProvider } from './custom.ts';
 import { fillTemplate, placeholders } from './json.ts';
-import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError, type ProviderResponse } from './types.ts';
+import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFetch } from './transport.ts';
+import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
 export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce];
 
+/** The largest answer a definition reads (token, account, hooks); the proxy has its own cap. */
 const MAX_BODY = 1024 * 1024;
 
 /** A provider with its configuration applied: usable for connect, refresh and calls. */
@@ -39,6 +41,8 @@ export interface ConfiguredProvider {
   context: ProviderContext;
   /** The context of one integration: endpoints filled from its metadata (Salesforce's instance, Zoom's API host). */
   contextFor(metadata: Metadata): ProviderContext;
+  /** A call to this provider through the one transport (transport.ts), with the configured timeout, its metrics, and a cap of `maxBytes` (default 1 MiB). */
+  send(request: Omit<ProviderRequest, 'provider'>, maxBytes?: number): Promise<ProviderAnswer>;
 }
 
 export interface ProviderRegistry {
@@ -55,7 +59,7 @@ export interface ProviderRegistry {
 export function buildProviderRegistry(
   config: Config,
   definitions: readonly ProviderDefinition[] = DEFINITIONS,
-  observe?: (provider: string, outcome: string, seconds: number) => void,
+  observe?: ObserveCall,
 ): ProviderRegistry {
   const byId = new Map(definitions.map((definition) => [definition.id, definition]));
   const problems: string[] = [];
@@ -91,7 +95,7 @@ function configure(
   config: Config,
   definition: ProviderDefinition,
   settings: ProviderSettings & { clientId: string; clientSecret: string },
-  observe?: (provider: string, outcome: string, seconds: number) => void,
+  observe?: ObserveCall,
 ): ConfiguredProvider {
   const overrides = settings;
   const templates = {
@@ -101,16 +105,11 @@ function configure(
     ...(overrides.userinfoUrl ?? definition.endpoints.userInfoUrl ? { userInfoUrl: overrides.userinfoUrl ?? definition.endpoints.userInfoUrl } : {}),
     ...(overrides.revokeUrl ?? definition.endpoints.revokeUrl ? { revokeUrl: overrides.revokeUrl ?? definition.endpoints.revokeUrl } : {}),
   };
-  const request = async (url: string, init: RequestInit) => {
-    const started = performance.now();
-    try {
-      const response = await providerCallSpan(definition.id, url, init.method ?? 'GET', () => providerRequest(url, init, config.oauth.providerTimeout * 1000));
-      observe?.(definition.id, String(response.status), (performance.now() - started) / 1000);
-      return response;
-    } catch (error) {
-      observe?.(definition.id, 'transient', (performance.now() - started) / 1000);
-      throw error;
-    }
+  const timeoutMs = config.oauth.providerTimeout * 1000;
+  const send = (call: Omit<ProviderRequest, 'provider'>, maxBytes = MAX_BODY) => providerFetch({ ...call, provider: definition.id }, { timeoutMs, maxBytes }, observe);
+  const request: ProviderContext['request'] = async (url, init) => {
+    const answer = await send({ url, ...init });
+    return { status: answer.status, headers: answer.headers, body: answer.body.toString('utf8') };
   };
   const settingValues = { ...(overrides.tenant ? { tenant: overrides.tenant } : {}), clientId: encodeURIComponent(settings.clientId) };
   const fromMetadata = new Set(Object.values(templates).flatMap((template) => placeholders(template)));
@@ -134,6 +133,7 @@ function configure(
     scopes: settings.scopes?.length ? settings.scopes : definition.defaultScopes,
     context: contextFor({}),
     contextFor,
+    send,
   };
 }
 
@@ -174,45 +174,4 @@ function resolveEndpoints(templates: ProviderEndpoints, values: Record<string, u
     ...(templates.userInfoUrl ? { userInfoUrl: fill(templates.userInfoUrl) } : {}),
     ...(templates.revokeUrl ? { revokeUrl: fill(templates.revokeUrl) } : {}),
   };
-}
-
-/**
- * One provider call: a timeout, no redirects followed, the body read up to a cap.
- * Network failures, timeouts and oversized bodies become ProviderError('transient');
- * the cause is kept for debugging but never logged raw (it can hold URLs with codes).
- */
-export async function providerRequest(url: string, init: RequestInit, timeoutMs: number): Promise<ProviderResponse> {
-  let response: Response;
-  try {
-    response = await fetch(url, { ...init, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
-  } catch (error) {
-    const timedOut = error instanceof DOMException && (error.name === 'TimeoutError' || error.name === 'AbortError');
-    throw new ProviderError('transient', timedOut ? 'provider timed out' : 'provider unreachable', { cause: error });
-  }
-  try {
-    const bytes = await readCapped(response, MAX_BODY);
-    if (!bytes) throw new Error('provider answer too large');
-    return { status: response.status, headers: response.headers, body: bytes.toString('utf8') };
-  } catch (error) {
-    throw new ProviderError('transient', 'provider answer could not be read', { status: response.status, cause: error });
-  }
-}
-
-/** The whole body, or null when it is larger than `limit` bytes (reading stops there); read errors throw. */
-export async function readCapped(response: Response, limit: number): Promise<Buffer | null> {
-  const chunks: Uint8Array[] = [];
-  if (!response.body) return Buffer.alloc(0);
-  const reader = response.body.getReader();
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      return null;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks);
 }

@@ -51,7 +51,7 @@ export const slack = defineProvider({
   scopeParam: 'user_scope',
   // PKCE makes a Slack app a public client whose refresh tokens expire.
   pkce: false,
-  token: { errors: 'body', okField: 'ok', userTokenPath: 'authed_user', metadata: { workspaceId: 'team.id' } },
+  token: { errors: 'body', okField: 'ok', userTokenPath: 'authed_user', metadata: { workspaceId: 'team.id' }, clientErrors: ['invalid_client_id', 'bad_client_secret', 'invalid_client'] },
   account: { url: '{apiUrl}/auth.test', method: 'POST', id: '{team_id}:{user_id}', username: ['user', 'user_id'], fetchEmail: profileEmail, metadata: { workspaceId: 'team_id' } },
   api: {
     missingScope: [{ body: { path: 'error', equals: 'missing_scope' } }],

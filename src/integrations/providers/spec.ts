@@ -30,6 +30,12 @@ export interface TokenAnswerSpec {
   errors?: 'status' | 'body';
   /** A boolean field that is false on failure (Slack `ok`). */
   okField?: string;
+  /**
+   * The refusal codes by which the provider rejects this deployment's own client credentials
+   * rather than the grant: a configuration fault (CONTRACT.md §2 `PROVIDER_MISCONFIGURED`),
+   * never a revocation. Default `invalid_client`, `unauthorized_client` (RFC 6749 §5.2).
+   */
+  clientErrors?: readonly string[];
   /** An object holding the user's token when it is present (Slack: `authed_user`); else the answer's top level. */
   userTokenPath?: string;
   /** Seconds assumed when the answer has no `expires_in` (GitLab versions that omit it: 7200). Default: no known expiry. */

@@ -6,14 +6,21 @@
  */
 
 /**
- * How a provider call failed. Callers must be able to tell "revoked" from "provider down":
+ * How a provider call failed. Callers must be able to tell "revoked" from "provider down"
+ * (what each means for an integration is tokens/policy.ts's to say):
  * - `revoked`: the provider rejected the credentials (HTTP 401, `invalid_grant`, Slack
- *   `invalid_auth`/`token_revoked`…). The integration becomes `invalid` (after the retry rules).
+ *   `invalid_auth`/`token_revoked`…).
+ * - `misconfigured`: the provider rejected this deployment's own client credentials
+ *   (`invalid_client`, `unauthorized_client`, GitHub `incorrect_client_credentials`): a
+ *   configuration fault, never a revocation (CONTRACT.md §2 `PROVIDER_MISCONFIGURED`).
  * - `forbidden`: authenticated, but not allowed (a 403 that is not a rate limit; a missing scope).
- * - `rateLimited`: the provider asked us to slow down; status unchanged. `retryAfter` in seconds.
+ * - `rateLimited`: the provider asked us to slow down. `retryAfter` in seconds.
  * - `transient`: network error, timeout, 5xx, garbage; try again later.
  */
-export type ProviderFailureKind = 'revoked' | 'forbidden' | 'rateLimited' | 'transient';
+export type ProviderFailureKind = 'revoked' | 'misconfigured' | 'forbidden' | 'rateLimited' | 'transient';
+
+/** Every failure kind, in the order policy.ts's table lists them. */
+export const PROVIDER_FAILURE_KINDS: readonly ProviderFailureKind[] = ['revoked', 'misconfigured', 'forbidden', 'rateLimited', 'transient'];
 
 /** A typed provider failure that keeps its cause; its message never holds provider text or tokens. */
 export class ProviderError extends Error {
@@ -26,14 +33,21 @@ export class ProviderError extends Error {
    * log, or `unrecognized` (see `providerIdentifier`).
    */
   readonly providerCode?: string;
+  /** Our words for the person, when this failure becomes the answer (a proxied answer over 10 MiB); else the error table's. */
+  readonly answer?: string;
 
-  constructor(kind: ProviderFailureKind, message: string, options: { status?: number; retryAfter?: number; providerCode?: unknown; cause?: unknown } = {}) {
+  constructor(
+    kind: ProviderFailureKind,
+    message: string,
+    options: { status?: number; retryAfter?: number; providerCode?: unknown; answer?: string; cause?: unknown } = {},
+  ) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';
     this.kind = kind;
     if (options.status !== undefined) this.status = options.status;
     if (options.retryAfter !== undefined) this.retryAfter = options.retryAfter;
     if (options.providerCode !== undefined) this.providerCode = providerIdentifier(options.providerCode);
+    if (options.answer !== undefined) this.answer = options.answer;
   }
 }
 
@@ -92,8 +106,8 @@ export interface ProviderContext {
   clientSecret: string;
   /** Fills a `{name}` template from the endpoints, settings and metadata of this integration. */
   resolve(template: string): string;
-  /** Fetch with the configured timeout and no redirects; throws ProviderError('transient') on network failure. */
-  request(url: string, init: RequestInit): Promise<ProviderResponse>;
+  /** A call through the one provider transport (transport.ts): the configured timeout, no redirects, a 1 MiB cap; throws ProviderError('transient') on network failure. */
+  request(url: string, init: { method: string; headers: Record<string, string>; body?: string }): Promise<ProviderResponse>;
 }
 
 /** A provider as the engine built it from its data; see spec.ts for what each part means. */

@@ -1,11 +1,15 @@
-import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
+import { unitOfWorkAs } from '../../http/unit-of-work.ts';
+import { authenticateOptional } from '../../identity/authenticate.ts';
 import type { Services } from '../../services.ts';
-import { CallbackFailure, callbackRedirect, completeConnect, type FlowOutcome, recordFailedAttempt } from '../connect/callback.ts';
+import { type CallbackInput, CallbackFailure, callbackRedirect, completeConnect, type FlowOutcome, recordFailedAttempt } from '../connect/callback.ts';
+import { CONNECT_PAGE_HEADERS, flowDonePage } from '../connect/pages.ts';
+import { OAUTH_TX_COOKIE } from '../connect/start.ts';
 import type { StateRow } from '../state.ts';
-import { CONNECT_PAGE_HEADERS, flowDonePage } from '../../web/connect-pages.ts';
+import { toAnswer } from '../tokens/policy.ts';
 import { ProviderId } from './shared.ts';
 
 const CallbackResponse = Type.Object({
@@ -22,7 +26,18 @@ export function callbackPostRoute(app: TypedFastify, services: Services): void {
       config: {
         auth: 'public',
         noStore: true,
-        errors: ['INVALID_OAUTH_STATE', 'PROVIDER_NOT_CONFIGURED', 'OAUTH_EXCHANGE_FAILED', 'ACCESS_DENIED', 'FORBIDDEN', 'CONFLICT', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'],
+        errors: [
+          'INVALID_OAUTH_STATE',
+          'PROVIDER_NOT_CONFIGURED',
+          'OAUTH_EXCHANGE_FAILED',
+          'ACCESS_DENIED',
+          'FORBIDDEN',
+          'CONFLICT',
+          'TOKEN_VALIDATION_FAILED',
+          'PROVIDER_ERROR',
+          'PROVIDER_MISCONFIGURED',
+          'PROVIDER_RATE_LIMITED',
+        ],
       },
       schema: {
         summary: 'Complete a connect flow with the code the provider returned',
@@ -38,12 +53,11 @@ export function callbackPostRoute(app: TypedFastify, services: Services): void {
       const body = request.body;
       if (!services.providers.get(body.provider)) throw new AppError('PROVIDER_NOT_CONFIGURED');
       try {
-        const result = await completeConnect(services, request, body);
+        const result = await completeConnect(services, callbackInput(request, services, body), unitOfWorkAs(request, services));
         return { success: true as const, message: `Successfully connected ${result.displayName} integration`, integration: result.integration };
       } catch (error) {
         if (!(error instanceof CallbackFailure)) throw error;
-        await flowFailed(request, services, error);
-        throw error.appError;
+        throw await flowFailed(request, services, error);
       }
     },
   );
@@ -74,21 +88,22 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
       const query = request.query;
       let state: StateRow;
       let outcome: FlowOutcome;
+      const input = { state: query.state, ...(query.code ? { code: query.code } : {}), ...(query.error ? { error: query.error } : {}) };
       try {
-        const result = await completeConnect(services, request, { state: query.state, ...(query.code ? { code: query.code } : {}), ...(query.error ? { error: query.error } : {}) });
+        const result = await completeConnect(services, callbackInput(request, services, input), unitOfWorkAs(request, services));
         state = result.state;
         outcome = { integrationId: result.integration.id };
       } catch (error) {
         // An unusable state has nowhere safe to redirect to: that stays a 400.
         if (!(error instanceof CallbackFailure)) throw error;
-        await flowFailed(request, services, error);
+        const answer = await flowFailed(request, services, error);
         state = error.state;
-        outcome = { error: error.appError.code };
-        request.log.info({ code: error.appError.code, provider: state.provider }, 'connect flow ended with an error');
+        outcome = { error: answer.code };
+        request.log.info({ code: answer.code, provider: state.provider }, 'connect flow ended with an error');
       }
       if (state.popup) {
         reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
-        return flowDonePage(services, state, outcome);
+        return flowDonePage(services.providers, state, outcome);
       }
       reply.code(302).header('location', callbackRedirect(state, outcome));
       return null;
@@ -96,11 +111,26 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
   );
 }
 
+/** What a callback request carries, as the connect flow takes it: the provider's answer, the browser's cookie, the caller's credentials (checked only if needed). */
+function callbackInput(request: FastifyRequest, services: Services, sent: Pick<CallbackInput, 'state' | 'code' | 'error' | 'provider'>): CallbackInput {
+  const txCookie = request.cookies[OAUTH_TX_COOKIE];
+  return {
+    ...sent,
+    ...(txCookie !== undefined ? { txCookie } : {}),
+    caller: () => authenticateOptional(services, request),
+    requestId: request.id,
+    log: request.log,
+  };
+}
+
 /**
  * A flow that failed once its state was claimed: the request's writes are undone, then the
- * failure is recorded (on its connect session, and as `integration.connect_failed`).
+ * failure is recorded (on its connect session, and as `integration.connect_failed`) with the
+ * answer it becomes here, at the edge.
  */
-async function flowFailed(request: FastifyRequest, services: Services, failure: CallbackFailure): Promise<void> {
+async function flowFailed(request: FastifyRequest, services: Services, failure: CallbackFailure): Promise<AppError> {
+  const answer = toAnswer(failure.failure) as AppError;
   await request.ctx.rollback();
-  await recordFailedAttempt(services, failure.state, failure.appError.code, request.id);
+  await recordFailedAttempt(services, failure.state, answer.code, request.id);
+  return answer;
 }

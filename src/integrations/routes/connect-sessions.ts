@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
-import { requestActor } from '../../http/unit-of-work.ts';
+import { unitOfWork } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import type { Principal } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
@@ -59,7 +59,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
     },
     async (request, reply) => {
       requireMinter(request.ctx.principal);
-      const minted = await mintSession(services, { db: await request.ctx.tx(), actor: requestActor(request) }, request.body);
+      const minted = await mintSession(services, await unitOfWork(request, services), request.body);
       reply.code(201);
       return { success: true as const, session: { id: minted.id, url: minted.url, expiresAt: minted.expiresAt, allowedProviders: minted.allowedProviders, endUser: minted.endUser } };
     },
@@ -117,7 +117,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
     },
     async (request) => {
       const principal = requireMinter(request.ctx.principal);
-      const revoked = await revokeSession({ db: await request.ctx.tx(), actor: requestActor(request) }, principal.organizationId, request.params.id);
+      const revoked = await revokeSession(await unitOfWork(request, services), principal.organizationId, request.params.id);
       return { success: true as const, session: sessionView(revoked) };
     },
   );

@@ -1,15 +1,11 @@
-import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
-import { callProvider, invalidPath, type ProxyAnswer, RESPONSE_HEADERS, proxySegments, takeEndUser, toResponse } from '../proxy.ts';
-import type { LoadedIntegration } from '../tokens/loaded.ts';
-import { restIsWrite } from '../providers/types.ts';
-import { failureAnswer, verdictFor } from '../tokens/policy.ts';
-import { EndUserQuery, member, providerIdFrom } from './shared.ts';
+import { proxyCall, proxySegments, proxyWrites, RESPONSE_HEADERS, takeEndUser } from '../proxy.ts';
+import { answered, EndUserQuery, member, providerIdFrom } from './shared.ts';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
@@ -18,7 +14,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
   app.route({
     method: [...METHODS],
     url: '/v1/integrations/:provider/proxy/*',
-    config: { auth: 'authenticated', errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'] },
+    config: { auth: 'authenticated', errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_MISCONFIGURED', 'PROVIDER_RATE_LIMITED'] },
     schema: {
       summary: "Call the provider's API with the stored token; the provider's status and body come back",
       tags: ['integrations'],
@@ -42,21 +38,22 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       const segments = proxySegments((queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).split('/').slice(5).join('/'));
       // `endUser` picks the integration and stays here (CONTRACT.md §5d); the rest goes to the provider as sent.
       const { endUserId, forwarded: query } = takeEndUser(queryAt === -1 ? '' : rawUrl.slice(queryAt));
-      // Which calls write is the provider's to say (Slack: by API method, whatever the HTTP method; decision 76).
-      const definition = services.providers.get(providerId)?.definition;
-      const writes = definition ? definition.isWrite(request.method, segments, request.body) : restIsWrite(request.method);
-      if (writes) requireRole(principal, principal.organizationId, 'admin');
-
-      const actor = requestActor(request);
-      const loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, providerId, endUserId), actor);
-      const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
-      const target = new URL(`${base}/${segments.map(encodeURIComponent).join('/')}${query}`);
-      const baseUrl = new URL(base);
-      // Defence in depth: whatever the path was, the call stays under the API base.
-      if (target.origin !== baseUrl.origin || !`${target.pathname}/`.startsWith(`${baseUrl.pathname.replace(/\/$/, '')}/`)) throw invalidPath();
+      if (proxyWrites(services.providers, providerId, request.method, segments, request.body)) requireRole(principal, principal.organizationId, 'admin');
 
       const body = request.method === 'GET' || request.method === 'HEAD' || request.body === undefined ? undefined : JSON.stringify(request.body);
-      const answer = await callUnderPolicy(services, loaded, target, request, body);
+      const answer = await answered(
+        proxyCall(services, {
+          organizationId: principal.organizationId,
+          provider: providerId,
+          endUserId,
+          method: request.method,
+          segments,
+          query,
+          headers: request.headers,
+          ...(body !== undefined ? { body } : {}),
+          actor: requestActor(request),
+        }),
+      );
       reply.code(answer.status as 200);
       for (const name of RESPONSE_HEADERS) {
         const value = answer.headers.get(name);
@@ -68,31 +65,4 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       return answer.body;
     },
   });
-}
-
-/**
- * One proxied call and what its answer means (policy.ts, stage `call`): a rejection is
- * re-read, then refreshed, then retried once before it is believed (decision 37); a rate
- * limit, an outage or a final rejection becomes our error; a 403 passes through after
- * marking the integration suspicious.
- */
-async function callUnderPolicy(services: Services, first: LoadedIntegration, target: URL, request: FastifyRequest, body: string | undefined): Promise<ProxyAnswer> {
-  const actor = requestActor(request);
-  let loaded = first;
-  let answer = await callProvider(services, loaded, target, request, body);
-  let failure = loaded.provider.definition.classify(toResponse(answer));
-  if (failure?.kind === 'revoked') {
-    const recovered = await services.lifecycle.recover(loaded, loaded.secrets.access_token ?? '', actor);
-    if (recovered) {
-      loaded = recovered;
-      answer = await callProvider(services, loaded, target, request, body);
-      failure = loaded.provider.definition.classify(toResponse(answer));
-    }
-  }
-  if (failure) {
-    const verdict = verdictFor(failure, 'call');
-    await services.lifecycle.apply(loaded, verdict.transition, actor);
-    if (verdict.answer !== 'passthrough') throw failureAnswer(failure, 'call');
-  }
-  return answer;
 }

@@ -5,14 +5,14 @@ import { requireRole } from '../../identity/authorize.ts';
 import type { Services } from '../../services.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import { configuredRow } from '../tokens/loaded.ts';
-import { EndUserQuery, member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
+import { answered, EndUserQuery, member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
 
 /** `POST /v1/integrations/{provider}/refresh` (CONTRACT.md §5): one provider call however many ask at once. */
 export function refreshRoute(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/integrations/:provider/refresh',
     {
-      config: { auth: 'authenticated', noStore: true, errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'] },
+      config: { auth: 'authenticated', noStore: true, errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_MISCONFIGURED', 'PROVIDER_RATE_LIMITED'] },
       schema: {
         summary: 'Refresh the token now (one provider call however many ask at once)',
         tags: ['integrations'],
@@ -32,7 +32,7 @@ export function refreshRoute(app: TypedFastify, services: Services): void {
       const provider = providerIdFrom(request.params.provider);
       const principal = requireRole(caller, caller.organizationId, 'admin');
       const row = configuredRow(services, await findIntegrationByProvider(services.db, principal.organizationId, provider, request.query.endUser ?? null));
-      const refreshed = await services.lifecycle.refresh(row, requestActor(request));
+      const refreshed = await answered(services.lifecycle.refresh(row, requestActor(request)));
       const message = `${refreshed.provider.displayName} token refreshed`;
       // Raw tokens go to header credentials only, never while impersonating (decision 39).
       if (principal.viaCookie || principal.impersonatorId) return { success: true as const, message };

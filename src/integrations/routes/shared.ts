@@ -7,6 +7,7 @@ import { PRODUCT_ID_PATTERN, PROVIDER_ID } from '../../lib/ids.ts';
 import { effectiveStatus } from '../status.ts';
 import type { IntegrationSummary } from '../integrations.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
+import { toAnswer } from '../tokens/policy.ts';
 
 /** Non-secret, provider-defined values a client needs to use the token (docs/providers.md). */
 export const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Provider-defined, non-secret values: instanceUrl, apiUrl, sites, workspaceId, tenantId… (docs/providers.md)' });
@@ -59,6 +60,18 @@ export const ProviderId = Type.String({ minLength: 1, maxLength: 64, description
 
 /** An id in the path (a ULID; anything else is "not found"). */
 export const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
+/**
+ * The route edge of the integrations core: a provider failure its services threw, judged by
+ * tokens/policy.ts, becomes the answer its verdict names; anything else passes as it is.
+ */
+export async function answered<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    throw toAnswer(error);
+  }
+}
 
 /** A provider id from a path: a malformed one names no integration, the same 404 as any other (decision 41). */
 export function providerIdFrom(value: string): string {

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
-import { OAUTH_TX_COOKIE, setTxCookie, startConnect } from '../connect/start.ts';
+import { OAUTH_TX_COOKIE, txCookieOptions, startConnect } from '../connect/start.ts';
 import { ProviderId } from './shared.ts';
 
 
@@ -27,7 +27,7 @@ export function startRoute(app: TypedFastify, services: Services): void {
     },
     async (request, reply) => {
       const result = await startConnect(services, services.db, request.ctx.principal, request.body, request.cookies[OAUTH_TX_COOKIE]);
-      setTxCookie(reply, services, result.txValue);
+      reply.setCookie(OAUTH_TX_COOKIE, result.txValue, txCookieOptions(services));
       return { success: true as const, authUrl: result.authUrl, state: result.state };
     },
   );

@@ -1,13 +1,11 @@
 import { Type } from 'typebox';
-import type { AuditActor } from '../../audit/audit.ts';
 import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import { statusObject } from '../status.ts';
-import { type LoadedIntegration, loadById, withSecrets } from '../tokens/loaded.ts';
-import { refreshDue } from '../tokens/policy.ts';
+import { withSecrets } from '../tokens/loaded.ts';
 import { EndUserQuery, member, ProviderParams, providerIdFrom } from './shared.ts';
 
 const StatusSchema = Type.Object({
@@ -46,21 +44,11 @@ export function statusRoute(app: TypedFastify, services: Services): void {
       const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
       // Secrets are read and the provider asked only when the last validation is too old.
       if (row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
-        const checked = await liveCheck(services, await withSecrets(services, row), requestActor(request));
-        return { success: true as const, status: statusObject(checked.row, checked.provider.displayName) };
+        // The status route reports: it does not fail because the provider did.
+        const { loaded } = await services.lifecycle.check(await withSecrets(services, row), requestActor(request));
+        return { success: true as const, status: statusObject(loaded.row, loaded.provider.displayName) };
       }
       return { success: true as const, status: statusObject(row, configured.displayName) };
     },
   );
-}
-
-/** A live check: refresh when the token is due for one, else validate. The status route reports; it does not fail because the provider did. */
-async function liveCheck(services: Services, loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
-  try {
-    if (refreshDue(loaded.row) && loaded.secrets.refresh_token) return await services.lifecycle.refresh(loaded.row, actor);
-    return (await services.lifecycle.validate(loaded, actor)).loaded;
-  } catch (error) {
-    if (error instanceof AppError && error.status !== 500) return loadById(services, loaded.row.organizationId, loaded.row.id);
-    throw error;
-  }
 }

@@ -5,7 +5,7 @@ import { PROVIDER_ID } from '../../lib/ids.ts';
 import { AppError } from '../../http/errors.ts';
 import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
-import { EndUserQuery, EndUserSchema, Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
+import { answered, EndUserQuery, EndUserSchema, Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
 
 /** `GET /v1/integrations/{provider}/token` (CONTRACT.md §5): the hot path of the service. */
 export function tokenRoute(app: TypedFastify, services: Services): void {
@@ -13,7 +13,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/integrations/:provider/token',
     {
-      config: { auth: 'authenticated', noStore: true, deferCredentialCheck: true, errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_RATE_LIMITED'] },
+      config: { auth: 'authenticated', noStore: true, deferCredentialCheck: true, errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_MISCONFIGURED', 'PROVIDER_RATE_LIMITED'] },
       schema: {
         summary: "The access token for the provider — the organization's own, or an end user's with `endUser` (refreshed first when about to expire)",
         tags: ['integrations'],
@@ -41,7 +41,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         // One statement reads the token and writes the audit row (without the token).
         loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, endUserId, { actor: requestActor(request), action: 'integration.token_read' });
       }
-      const usable = await lifecycle.usable(loaded, requestActor(request));
+      const usable = await answered(lifecycle.usable(loaded, requestActor(request)));
       return { success: true as const, provider: loaded.provider.id, token: tokenBody(usable), metadata: usable.row.metadata, endUser: usable.row.endUser ?? null };
     },
   );

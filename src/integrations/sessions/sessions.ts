@@ -5,10 +5,11 @@
  * itself is the usual one (connect/start.ts, connect/callback.ts).
  */
 import { and, desc, eq, getTableColumns, lt, type SQL, sql } from 'drizzle-orm';
-import { type AuditActor, recordAudit } from '../../audit/audit.ts';
+import { recordAudit } from '../../audit/audit.ts';
 import type { Db } from '../../db/client.ts';
 import { connectSessions, type EndUser } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
+import type { Work } from '../../http/unit-of-work.ts';
 import { hashToken } from '../../identity/credentials.ts';
 import { grantorAuthorized } from '../../identity/grantor.ts';
 import { newId, newSecret, SECRET, ULID } from '../../lib/ids.ts';
@@ -82,7 +83,7 @@ export function sessionView(row: ConnectSessionRow & { grantorAlive?: boolean })
  * returned once, in the URL, and stored only as its hash. The redirect URI follows the
  * start's rules; the providers must be configured ones (default: all of them).
  */
-export async function mintSession(services: Services, work: { db: Db; actor: AuditActor }, input: MintInput): Promise<SessionView & { url: string }> {
+export async function mintSession(services: Pick<Services, 'config' | 'providers'>, work: Work, input: MintInput): Promise<SessionView & { url: string }> {
   const principal = work.actor.principal;
   if (!principal) throw new AppError('UNAUTHENTICATED');
   const redirectUri = checkRedirectUri(services, input.redirectUri);
@@ -163,7 +164,7 @@ export async function findSession(db: Db, organizationId: string, id: string): P
  * One that reads as revoked because its minter lost the authority is revoked for good here:
  * the product's word outlasts the person getting the role back.
  */
-export async function revokeSession(work: { db: Db; actor: AuditActor }, organizationId: string, id: string): Promise<ConnectSession> {
+export async function revokeSession(work: Work, organizationId: string, id: string): Promise<ConnectSession> {
   const row = await findSession(work.db, organizationId, id);
   const status = sessionStatus(row);
   if (row.status === 'revoked') return row;

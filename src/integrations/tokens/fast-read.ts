@@ -12,11 +12,10 @@ import { HotStatement } from '../../db/client.ts';
 import type { Principal, Role } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
 import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../../identity/caller-check.ts';
-import type { Services } from '../../services.ts';
 import { endUserKey, integrationKey } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import { secretName } from '../secrets.ts';
-import { integrationFromJson, type LoadedIntegration, withAccessToken } from './loaded.ts';
+import { integrationFromJson, type LoadDeps, type LoadedIntegration, withAccessToken } from './loaded.ts';
 
 const p = sql.placeholder;
 
@@ -131,19 +130,25 @@ const READ_BATCH_MAX = 64;
 /** The most reads that may wait for a statement, per kind; more answer 503 at once. */
 const READ_WAITING_MAX = 4096;
 
+/** How the database runs statements, which decides how token reads batch: PGlite one at a time, PostgreSQL over a pool of `size`. */
+export interface ReadPool {
+  pglite: boolean;
+  size: number;
+}
+
 /** The single-statement reads of the hot path; one per process (its batchers hold the waiting reads). */
 export class FastReads {
-  private readonly services: Services;
+  private readonly deps: LoadDeps;
   /** Token reads that arrive together share a statement (group commit, decision 72). */
   private readonly readers: Record<ReadVariant, Batcher<ReadItem, UseAsAnswer | Error>>;
 
-  constructor(services: Services) {
-    this.services = services;
+  constructor(deps: LoadDeps & { pool: ReadPool }) {
+    this.deps = deps;
     // PostgreSQL: a quarter of the pool for all token reads, so they queue up behind a few statements (and batch there) while
     // the other routes keep the rest. PGlite runs one statement at a time on this thread: one at once, after taking in what
     // else has arrived.
-    const pglite = services.database.kind === 'pglite';
-    const slots = new Slots(pglite ? 1 : Math.ceil(services.config.db.poolMax / 4));
+    const pglite = deps.pool.pglite;
+    const slots = new Slots(pglite ? 1 : Math.ceil(deps.pool.size / 4));
     const overloaded = () => new AppError('SERVICE_UNAVAILABLE', { message: 'Too many token reads are waiting for the database', headers: { 'retry-after': '1' } });
     const reader = (variant: ReadVariant) =>
       new Batcher({
@@ -163,12 +168,12 @@ export class FastReads {
    * row too; only the access token is decrypted.
    */
   async loadForUse(organizationId: string, providerId: string, endUserId: string | null, audit?: { actor: AuditActor; action: string }): Promise<LoadedIntegration> {
-    const provider = this.services.providers.get(providerId);
+    const provider = this.deps.providers.get(providerId);
     if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
     const principal = audit?.actor.principal ?? null;
     const values = { organizationId, providerId, endUserKey: endUserKey(endUserId), secretName: secretName(providerId, 'access_token') };
     const [found] = audit
-      ? await USE_AUDITED.rows(this.services.db, {
+      ? await USE_AUDITED.rows(this.deps.db, {
           ...values,
           auditId: nextAuditId(),
           action: audit.action,
@@ -178,7 +183,7 @@ export class FastReads {
           credentialKind: principal?.kind ?? null,
           credentialId: principal?.credentialId ?? null,
         })
-      : await USE.rows(this.services.db, values);
+      : await USE.rows(this.deps.db, values);
     if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
     return this.loaded(found.integration, provider, found);
   }
@@ -197,7 +202,7 @@ export class FastReads {
     roles: readonly Role[],
     audit: { action: string; requestId: string },
   ): Promise<{ principal: Principal; loaded: LoadedIntegration | null }> {
-    const provider = this.services.providers.get(providerId);
+    const provider = this.deps.providers.get(providerId);
     const variant: ReadVariant = credential.kind === 'api_token' && !credential.touch ? 'api_token_untouched' : credential.kind;
     const found = await this.readers[variant].run({
       ...callerValues(credential),
@@ -219,12 +224,12 @@ export class FastReads {
 
   /** One statement for a batch of `loadForUseAs` reads; their answers in the batch's order (an Error for a read without one). */
   private async readBatch(statement: HotStatement<UseAsRow>, items: ReadItem[]): Promise<(UseAsAnswer | Error)[]> {
-    const rows = await statement.rows(this.services.db, { batch: JSON.stringify(items.map((item, n) => ({ ...item, n }))) });
+    const rows = await statement.rows(this.deps.db, { batch: JSON.stringify(items.map((item, n) => ({ ...item, n }))) });
     const answers = new Map(rows.map(({ r }) => [r.n, r]));
     return items.map((_item, n) => answers.get(n) ?? new Error('a token read in a batch got no answer'));
   }
 
   private loaded(json: Record<string, unknown>, provider: ConfiguredProvider, envelope: { key_id: string | null; envelope: string | null }): LoadedIntegration {
-    return withAccessToken(this.services.config.keyring, integrationFromJson(json), provider, { keyId: envelope.key_id, envelope: envelope.envelope });
+    return withAccessToken(this.deps.config.keyring, integrationFromJson(json), provider, { keyId: envelope.key_id, envelope: envelope.envelope });
   }
 }

@@ -1,38 +1,69 @@
 import { and, eq } from 'drizzle-orm';
+import type { Logger } from 'pino';
 import type { AuditActor } from '../../audit/audit.ts';
 import { integrations } from '../../db/schema.ts';
+import type { Outbox } from '../../events/outbox.ts';
 import { AppError } from '../../http/errors.ts';
-import type { Services } from '../../services.ts';
+import { systemUnitOfWork } from '../../http/unit-of-work.ts';
 import type { IntegrationRow } from '../integrations.ts';
 import { ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
-import { applyTransition, type Transition } from '../status.ts';
+import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
-import { FastReads } from './fast-read.ts';
-import { type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
-import { expiresWithin, FAILURE_POLICY, failureAnswer, refreshDue } from './policy.ts';
+import { FastReads, type ReadPool } from './fast-read.ts';
+import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
+import { configFaultMessage, expiresWithin, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
 import { storeRotated } from './store-rotated.ts';
 
-/** How a live validation ended: valid, or the provider's failure (its kind, and the error itself). */
-export type ValidationOutcome = { kind: 'valid' } | { kind: ProviderFailureKind; failure: ProviderError };
+/** Counters the token lifecycle reports to (filled by the metrics feature). */
+export interface LifecycleMetrics {
+  refreshOutcome(provider: string, outcome: string): void;
+  validationOutcome(provider: string, outcome: string): void;
+}
+
+/** What the token lifecycle works with — and nothing else: it never sees a request or the services bag. */
+export interface LifecycleDeps extends LoadDeps {
+  /** How the hot path's reads share the database (fast-read.ts). */
+  pool: ReadPool;
+  /** Status changes queue their events here. */
+  outbox: Outbox;
+  metrics?: LifecycleMetrics;
+  logger: Pick<Logger, 'info' | 'warn' | 'error'>;
+  timeouts: {
+    /** A provider call is abandoned after this long (a refresh lease outlasts it). */
+    providerMs: number;
+    /** A validated token is validated again this long after. */
+    validationIntervalMs: number;
+  };
+}
+
+/** The integration a verdict concerns: `id` null when there is none yet (a first connection). */
+export type SettleTarget = Pick<IntegrationRow, 'organizationId' | 'provider'> & { id: string | null };
+
+/** How a live validation ended: valid, or the provider's failure (its kind, and the failure with its verdict). */
+export type ValidationOutcome = { kind: 'valid' } | { kind: ProviderFailureKind; failure: JudgedFailure };
+
+/** How a live check ended: validated, refreshed, or a judged failure (applied already). */
+export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' };
 
 /**
  * Keeps tokens alive: refresh (single-flight, refresh.ts), validation with the 401 retry
- * rules, and the status transitions both lead to (policy.ts says which). Never holds a
- * transaction across a provider call. The hot read path is `reads` (fast-read.ts).
+ * rules, the live check, and the status transitions they lead to — every failure judged by
+ * policy.ts, whose verdict this class carries out. Never holds a transaction across a provider
+ * call. The hot read path is `reads` (fast-read.ts).
  */
 export class TokenLifecycle {
   readonly reads: FastReads;
-  private readonly services: Services;
+  private readonly deps: LifecycleDeps;
   private readonly singleFlight: SingleFlight;
 
-  constructor(services: Services) {
-    this.services = services;
-    this.reads = new FastReads(services);
+  constructor(deps: LifecycleDeps) {
+    this.deps = deps;
+    this.reads = new FastReads(deps);
     this.singleFlight = new SingleFlight({
-      db: services.db,
-      leaseMs: services.config.oauth.providerTimeout * 2000 + 5000,
-      withSecrets: (row) => withSecrets(services, row),
+      db: deps.db,
+      leaseMs: deps.timeouts.providerMs * 2 + 5000,
+      withSecrets: (row) => withSecrets(deps, row),
     });
   }
 
@@ -43,8 +74,9 @@ export class TokenLifecycle {
 
   /**
    * A token to hand out: refreshed first when it expires within 5 minutes and a refresh
-   * token exists. If that refresh cannot reach the provider, a token still valid is
-   * served (decision 38). An `invalid` (or expired, unrefreshable) integration is a 409.
+   * token exists. If that refresh fails in a way the verdict lets pass (the provider down or
+   * rate-limiting, our client credentials refused), a token still valid is served (decision
+   * 38). An `invalid` (or expired, unrefreshable) integration is a 409.
    */
   async usable(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
     if (loaded.row.status === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
@@ -56,15 +88,15 @@ export class TokenLifecycle {
     try {
       return await this.refresh(loaded.row, actor);
     } catch (error) {
-      const stillValid = !expired();
-      if (stillValid && error instanceof AppError && (error.code === 'PROVIDER_ERROR' || error.code === 'PROVIDER_RATE_LIMITED')) return loaded;
+      if (error instanceof JudgedFailure && error.verdict.serveStored && !expired()) return loaded;
       throw error;
     }
   }
 
   /**
    * Refreshes the integration `seen` (as the caller read it), once for all concurrent callers
-   * in this process and across processes; its secrets are read under the lease.
+   * in this process and across processes; its secrets are read under the lease. A failure is
+   * thrown as a JudgedFailure, its verdict applied.
    */
   refresh(seen: IntegrationRow, actor: AuditActor): Promise<LoadedIntegration> {
     return this.singleFlight.run(seen, (latest) => this.refreshHoldingLease(latest, actor));
@@ -73,109 +105,151 @@ export class TokenLifecycle {
   private async refreshHoldingLease(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
     const refreshToken = loaded.secrets.refresh_token;
     if (!refreshToken) {
-      // Nothing to refresh with: re-validate the current token and hand it back.
+      // Nothing to refresh with: re-validate the current token and hand it back — or the failure, unless it lets the request go on.
       const { loaded: after, outcome } = await this.validate(loaded, actor, { recover: false });
-      if (outcome.kind !== 'valid' && FAILURE_POLICY.validate[outcome.kind].answer !== 'passthrough') throw failureAnswer(outcome.failure, 'validate');
+      if (outcome.kind !== 'valid' && outcome.failure.verdict.answer !== 'passthrough') throw outcome.failure;
       return after;
     }
     let tokens: TokenSet;
     try {
       tokens = await tokenRequest(loaded.provider, { grant_type: 'refresh_token', refresh_token: refreshToken });
-      this.services.metrics?.refreshOutcome(loaded.provider.id, 'ok');
+      this.deps.metrics?.refreshOutcome(loaded.provider.id, 'ok');
     } catch (error) {
-      this.services.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
-      if (error instanceof ProviderError && error.kind === 'revoked') {
+      this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
+      const failed = judged(error, 'refresh');
+      let latest = loaded;
+      if (failed.verdict.recheck === 'reread') {
         // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won (decision 36).
-        const latest = await loadById(this.services, loaded.row.organizationId, loaded.row.id);
+        latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
         if (latest.secrets.refresh_token !== refreshToken) return latest;
-        await this.apply(latest, FAILURE_POLICY.refresh.revoked.transition, actor);
       }
-      throw failureAnswer(error, 'refresh');
+      await this.settle(latest.row, failed, actor);
+      throw failed;
     }
     // The provider has already retired the old refresh token: store the new one before anything else.
-    const stored = await storeRotated(this.services, loaded, tokens, actor);
+    const stored = await storeRotated(this.deps, loaded, tokens, actor);
     if (!stored) {
-      this.services.logger.error({ integrationId: loaded.row.id, provider: loaded.row.provider }, 'refreshed token lost a compare-and-set; keeping the stored one');
-      return loadById(this.services, loaded.row.organizationId, loaded.row.id);
+      this.deps.logger.error({ integrationId: loaded.row.id, provider: loaded.row.provider }, 'refreshed token lost a compare-and-set; keeping the stored one');
+      return loadById(this.deps, loaded.row.organizationId, loaded.row.id);
     }
-    // Only a rejection keeps the new token from being served: a provider that cannot be reached or
-    // rate-limits its validation leaves the status to say so (decision 35).
+    // Only a verdict that forbids serving keeps the new token back (a rejection): a provider that cannot be
+    // reached or rate-limits its validation leaves the status to say so (decision 35).
     const { loaded: validated, outcome } = await this.validate(stored, actor, { recover: false });
-    if (outcome.kind === 'revoked') throw failureAnswer(outcome.failure, 'validate');
+    if (outcome.kind !== 'valid' && !outcome.failure.verdict.serveStored) throw outcome.failure;
     return validated;
   }
 
   /**
-   * Validates the current token live and persists what follows (policy.ts, stage
-   * `validate`). A rejection first goes through the 401 rules (re-read; else refresh; retry
-   * once) unless `recover` is false. A rate limit leaves the status alone and reschedules.
+   * Validates the current token live and persists what follows (policy.ts, point `validate`).
+   * A rejection first goes through its recheck — re-read; else refresh; retry once — unless
+   * `recover` is false. A rate limit leaves the status alone and reschedules.
    */
   async validate(loaded: LoadedIntegration, actor: AuditActor, options: { recover?: boolean } = {}): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
     const token = loaded.secrets.access_token;
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
-    const nextValidationAt = new Date(Date.now() + this.services.config.oauth.validationInterval * 1000);
+    const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
     try {
       await loaded.provider.definition.validate(loaded.provider.contextFor(loaded.row.metadata), token);
     } catch (error) {
       if (!(error instanceof ProviderError)) throw error;
-      this.services.metrics?.validationOutcome(loaded.provider.id, error.kind);
-      return this.validationFailed(loaded, error, actor, { nextValidationAt, recover: options.recover !== false, usedToken: token });
+      this.deps.metrics?.validationOutcome(loaded.provider.id, error.kind);
+      const failed = new JudgedFailure(error, 'validate');
+      if (failed.verdict.recheck === 'retry' && options.recover !== false) {
+        const recovered = await this.recover(loaded, token, actor);
+        if (recovered) return this.validate(recovered, actor, { recover: false });
+      }
+      const outcome: ValidationOutcome = { kind: error.kind, failure: failed };
+      if (failed.verdict.reschedule) {
+        // Not a verdict on the token: come back after the provider's Retry-After.
+        await this.deps.db
+          .update(integrations)
+          .set({ nextValidationAt: new Date(Date.now() + (error.retryAfter ?? 60) * 1000) })
+          .where(and(eq(integrations.organizationId, loaded.row.organizationId), eq(integrations.id, loaded.row.id)));
+        return { loaded, outcome };
+      }
+      const row = (await this.settle(loaded.row, failed, actor, { validated: failed.verdict.counts, nextValidationAt })) ?? loaded.row;
+      return { loaded: { ...loaded, row }, outcome };
     }
-    this.services.metrics?.validationOutcome(loaded.provider.id, 'valid');
+    this.deps.metrics?.validationOutcome(loaded.provider.id, 'valid');
     const row = await this.apply(loaded, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
   }
 
-  private async validationFailed(
-    loaded: LoadedIntegration,
-    failure: ProviderError,
-    actor: AuditActor,
-    options: { nextValidationAt: Date; recover: boolean; usedToken: string },
-  ): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
-    if (failure.kind === 'revoked' && options.recover) {
-      const recovered = await this.recover(loaded, options.usedToken, actor);
-      if (recovered) return this.validate(recovered, actor, { recover: false });
+  /**
+   * A live check, the status route's and the background passes' alike: refresh when the token
+   * is due for one within `due` (default the read-ahead window), else validate. A provider
+   * failure is judged, applied and reported as the outcome, with the integration as it is
+   * after; it is never thrown.
+   */
+  async check(loaded: LoadedIntegration, actor: AuditActor, due: RefreshWindow = {}): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome }> {
+    try {
+      if (loaded.secrets.refresh_token !== undefined && refreshDue(loaded.row, due)) {
+        return { loaded: await this.refresh(loaded.row, actor), outcome: { kind: 'refreshed' } };
+      }
+      return await this.validate(loaded, actor);
+    } catch (error) {
+      if (!(error instanceof JudgedFailure)) throw error;
+      return { loaded: await loadById(this.deps, loaded.row.organizationId, loaded.row.id), outcome: { kind: error.kind, failure: error } };
     }
-    const outcome: ValidationOutcome = { kind: failure.kind, failure };
-    if (failure.kind === 'rateLimited') {
-      // Not a verdict on the token: come back after the provider's Retry-After.
-      await this.services.db
-        .update(integrations)
-        .set({ nextValidationAt: new Date(Date.now() + (failure.retryAfter ?? 60) * 1000) })
-        .where(and(eq(integrations.organizationId, loaded.row.organizationId), eq(integrations.id, loaded.row.id)));
-      return { loaded, outcome };
-    }
-    const transition = FAILURE_POLICY.validate[failure.kind].transition;
-    // A validation that reached the provider counts as one; an unreachable provider does not.
-    const row = await this.apply(loaded, transition && { ...transition, validated: failure.kind !== 'transient', nextValidationAt: options.nextValidationAt }, actor);
-    return { loaded: { ...loaded, row }, outcome };
   }
 
   /**
    * After the provider rejected `usedToken`: a 401 is not yet proof of revocation (a rotation
    * kills the old token at once). Returns a newer token to retry with — the stored one if it
-   * changed meanwhile, else a refresh (joining one in flight) — or null (decision 37).
+   * changed meanwhile, else a refresh (joining one in flight) — or null when the refresh was
+   * refused too (decision 37). Any other failure of that refresh is thrown, judged.
    */
   async recover(loaded: LoadedIntegration, usedToken: string, actor: AuditActor): Promise<LoadedIntegration | null> {
-    const latest = await loadById(this.services, loaded.row.organizationId, loaded.row.id);
+    const latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
     if (latest.secrets.access_token && latest.secrets.access_token !== usedToken) return latest;
     if (!latest.secrets.refresh_token) return null;
     try {
       return await this.refresh(latest.row, actor);
     } catch (error) {
-      if (error instanceof AppError && error.code === 'TOKEN_VALIDATION_FAILED') return null;
+      if (error instanceof JudgedFailure && error.verdict.dead) return null;
       throw error;
     }
   }
 
   /**
-   * Persists a transition of the failure policy in its own short transaction (with its audit
-   * row and event, only when the status changes); returns the row after it (the one given
-   * when there is nothing to apply, or the row is gone).
+   * Carries out what a verdict persists for the integration it concerns (`id` null: none, as
+   * for a first connection): its transition (with `extra`, e.g. the validation's schedule) and,
+   * for a configuration fault, a log line naming the settings to check. Returns the row after,
+   * or null when nothing was applied.
    */
+  async settle(target: SettleTarget, failed: JudgedFailure, actor: AuditActor, extra: Partial<Transition> = {}): Promise<IntegrationRow | null> {
+    if (failed.verdict.configFault) {
+      this.deps.logger.warn({ provider: target.provider, integrationId: target.id, point: failed.point, providerCode: failed.failure.providerCode }, configFaultMessage(target.provider));
+    }
+    const { transition } = failed.verdict;
+    if (!transition || target.id === null) return null;
+    return this.transition(target.organizationId, target.id, { ...transition, ...extra }, actor);
+  }
+
+  /** Persists a transition of the failure policy (see `transition`); returns the row after it (the one given when there is nothing to apply, or the row is gone). */
   async apply(loaded: LoadedIntegration, transition: Transition | null, actor: AuditActor): Promise<IntegrationRow> {
     if (!transition) return loaded.row;
-    const deps = { db: this.services.db, outbox: this.services.outbox, actor, logger: this.services.logger };
-    return (await applyTransition(deps, loaded.row.organizationId, loaded.row.id, transition)) ?? loaded.row;
+    return (await this.transition(loaded.row.organizationId, loaded.row.id, transition, actor)) ?? loaded.row;
+  }
+
+  /**
+   * Persists a transition on its own, whatever the request answers: the common case (the status
+   * stays) in one statement, a change in a unit of work of its own, with its audit row and
+   * event. Returns the row after, or null if it is gone.
+   */
+  async transition(organizationId: string, integrationId: string, next: Transition, actor: AuditActor): Promise<IntegrationRow | null> {
+    const kept = await keepStatus(this.deps.db, organizationId, integrationId, next);
+    if (kept) return kept;
+    return systemUnitOfWork(this.deps.db, this.deps.outbox, actor, (work) =>
+      applyTransition(work, organizationId, integrationId, next, (before) =>
+        // Once committed, a line an operator can follow (decision 147): ids and our words, no secret.
+        work.afterCommit(() =>
+          this.deps.logger.info(
+            { provider: before.provider, integrationId, organizationId, from: before.status, to: next.status, reason: next.lastError },
+            `integration status changed to ${next.status}`,
+          ),
+        ),
+      ),
+    );
   }
 }

@@ -1,12 +1,16 @@
 /**
  * The rules a token lives by, each written once: when to refresh, and what a provider
- * failure means at each stage — the status transition it causes and the answer it becomes.
- * The proxy, token reads, refresh, status and background validation all read them here.
+ * failure means at each point it can happen — the one judge. Every failure of a provider
+ * call (connect, refresh, validation, proxy, a provider's own event) gets its verdict here:
+ * the status transition, whether the stored token may still be served, what to try before
+ * believing it, whether to reschedule, whether it counts as a validation, and the §2 code.
+ * Callers act on the verdict's fields; the code becomes an answer at the route edge only
+ * (`toAnswer`).
  */
 import { AppError, type ErrorCode } from '../../http/errors.ts';
 import type { IntegrationRow } from '../integrations.ts';
 import { ProviderError, type ProviderFailureKind } from '../providers/types.ts';
-import type { Transition } from '../status.ts';
+import { REASONS, type Transition, type TransitionSource } from '../status.ts';
 
 /** Token reads refresh first when the token expires within this window (CONTRACT.md §5). */
 export const REFRESH_AHEAD_MS = 5 * 60 * 1000;
@@ -16,15 +20,19 @@ export function expiresWithin(at: Date | null, ms: number, now = Date.now()): bo
   return at !== null && at.getTime() - now < ms;
 }
 
+/** How far ahead a refresh is due: the access token's window (default the read-ahead one), and the refresh token's own. */
+export interface RefreshWindow {
+  now?: number;
+  accessWithinMs?: number;
+  refreshTokenWithinMs?: number;
+}
+
 /**
  * Whether a token should be refreshed now: it has a refresh token, and the access token
  * expires within `accessWithinMs` (default the read-ahead window), or the refresh token
  * itself expires within `refreshTokenWithinMs` (background passes keep it from lapsing).
  */
-export function refreshDue(
-  row: Pick<IntegrationRow, 'hasRefreshToken' | 'tokenExpiresAt' | 'refreshTokenExpiresAt'>,
-  options: { now?: number; accessWithinMs?: number; refreshTokenWithinMs?: number } = {},
-): boolean {
+export function refreshDue(row: Pick<IntegrationRow, 'hasRefreshToken' | 'tokenExpiresAt' | 'refreshTokenExpiresAt'>, options: RefreshWindow = {}): boolean {
   if (!row.hasRefreshToken) return false;
   return (
     expiresWithin(row.tokenExpiresAt, options.accessWithinMs ?? REFRESH_AHEAD_MS, options.now) ||
@@ -33,90 +41,167 @@ export function refreshDue(
 }
 
 /**
- * Where a provider call failed:
- * - `exchange`: the code exchange of a connect flow;
+ * Where a provider failure happened:
+ * - `exchange`: the code exchange of a connect flow (the callback);
  * - `connect`: validating the token the provider has just issued (nothing is stored yet);
  * - `refresh`: the token endpoint refusing or failing a refresh;
  * - `validate`: checking a stored token (status, background passes, after a refresh);
- * - `call`: a proxied API call with a stored token.
+ * - `call`: a proxied API call with a stored token;
+ * - `event`: the provider telling us of a revocation (CONTRACT.md §5b).
  */
-export type FailureStage = 'exchange' | 'connect' | 'refresh' | 'validate' | 'call';
+export type FailurePoint = 'exchange' | 'connect' | 'refresh' | 'validate' | 'call' | 'event';
 
-/** Our words for a status the provider caused (never the provider's text). */
-export const REASONS = {
-  unauthorized: 'token unauthorized',
-  refreshRejected: 'refresh token rejected',
-  forbidden: 'API access forbidden',
-  unreachable: 'provider unreachable during validation',
-} as const;
+export const FAILURE_POINTS: readonly FailurePoint[] = ['exchange', 'connect', 'refresh', 'validate', 'call', 'event'];
 
-/**
- * What a failure does: the status transition it causes (persisted on its own, even when
- * the answer is an error), and the answer — an error code, or `passthrough` where the
- * request goes on (a proxied 403 goes back to the caller as the provider sent it; a token
- * that validated as forbidden is still handed out).
- */
-export interface FailureVerdict {
+/** What a failure does. Every field is read by the code it concerns; nobody reads `answer` back. */
+export interface Verdict {
+  /**
+   * The status transition, persisted in a unit of work of its own (it must survive an error
+   * answer); null leaves the status as it is. At `exchange` it concerns the integration being
+   * reconnected, if there is one.
+   */
   transition: Transition | null;
+  /** The §2 code it answers with at the route edge, or `passthrough`: the request goes on (a proxied 403; a forbidden validation's token). */
   answer: ErrorCode | 'passthrough';
+  /**
+   * What to try before the verdict stands: `reread` the stored token (another refresh may have
+   * rotated it: its result is served), or `retry` — re-read, else refresh (joining one in
+   * flight), and try once more (decisions 36, 37). `none`: it stands at once.
+   */
+  recheck: 'none' | 'reread' | 'retry';
+  /** The provider refused the credentials presented (token, grant, code): a recovery that meets this gives up. */
+  dead: boolean;
+  /** A token read may still hand out the token it holds, if that has not expired (decisions 35, 38). */
+  serveStored: boolean;
+  /** The next validation waits for the provider's `Retry-After` instead of an interval; nothing else changes. */
+  reschedule: boolean;
+  /** It counts as a completed validation (`lastValidated` moves): the provider did judge the token. */
+  counts: boolean;
+  /** This deployment's configuration is at fault: the log line names the settings to check (`configFaultMessage`). */
+  configFault: boolean;
 }
 
-const invalid = (lastError: string): Transition => ({ status: 'invalid', lastError, tokenValid: false });
-const UNCHANGED = null;
+const invalid = (lastError: string, source: TransitionSource): Transition => ({ status: 'invalid', lastError, tokenValid: false, source });
+const suspicious = (source: TransitionSource): Transition => ({ status: 'warning', lastError: REASONS.forbidden, tokenValid: true, source });
+
+/** A verdict: an error answer that changes nothing and stands at once, unless `rest` says otherwise. */
+const verdict = (answer: Verdict['answer'], rest: Partial<Verdict> = {}): Verdict => ({
+  transition: null,
+  answer,
+  recheck: 'none',
+  dead: false,
+  serveStored: false,
+  reschedule: false,
+  counts: false,
+  configFault: false,
+  ...rest,
+});
+
+/** Rejected client credentials, wherever they show: `warning` with `["configure"]`, 502, never a revocation (CONTRACT.md §2). */
+const configFault = (source: TransitionSource, rest: Partial<Verdict> = {}): Verdict =>
+  verdict('PROVIDER_MISCONFIGURED', { transition: { status: 'warning', lastError: REASONS.misconfigured, source }, configFault: true, ...rest });
 
 /**
- * The failure policy, kind × stage. A rejection (`revoked`) reaches this table only after the
- * 401 rules had their chance (re-read the stored token, refresh, retry once) and after an
- * `invalid_grant` was re-read (another refresh may have won). A rate limit never changes a
- * status. Decisions 28, 36–38, 40.
+ * The failure policy, point × kind. A rate limit never changes a status; rejected client
+ * credentials never make an integration `invalid`. Each transition names how the change was
+ * learnt (`source`). Decisions 28, 35–38, 40, 99 and 134.
  */
-export const FAILURE_POLICY: Record<FailureStage, Record<ProviderFailureKind, FailureVerdict>> = {
+export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<ProviderFailureKind, Verdict>>>> = {
   exchange: {
-    revoked: { transition: UNCHANGED, answer: 'OAUTH_EXCHANGE_FAILED' },
-    forbidden: { transition: UNCHANGED, answer: 'TOKEN_VALIDATION_FAILED' },
-    rateLimited: { transition: UNCHANGED, answer: 'PROVIDER_RATE_LIMITED' },
-    transient: { transition: UNCHANGED, answer: 'PROVIDER_ERROR' },
+    revoked: verdict('OAUTH_EXCHANGE_FAILED', { dead: true }),
+    misconfigured: configFault('connect'),
+    forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED'),
+    transient: verdict('PROVIDER_ERROR'),
   },
   connect: {
-    revoked: { transition: UNCHANGED, answer: 'TOKEN_VALIDATION_FAILED' },
-    forbidden: { transition: UNCHANGED, answer: 'TOKEN_VALIDATION_FAILED' },
-    rateLimited: { transition: UNCHANGED, answer: 'PROVIDER_RATE_LIMITED' },
-    transient: { transition: UNCHANGED, answer: 'PROVIDER_ERROR' },
+    revoked: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
+    misconfigured: configFault('connect'),
+    forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED'),
+    transient: verdict('PROVIDER_ERROR'),
   },
   refresh: {
-    revoked: { transition: invalid(REASONS.refreshRejected), answer: 'TOKEN_VALIDATION_FAILED' },
-    forbidden: { transition: UNCHANGED, answer: 'TOKEN_VALIDATION_FAILED' },
-    rateLimited: { transition: UNCHANGED, answer: 'PROVIDER_RATE_LIMITED' },
-    transient: { transition: UNCHANGED, answer: 'PROVIDER_ERROR' },
+    revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.refreshRejected, 'refresh'), recheck: 'reread', dead: true }),
+    misconfigured: configFault('refresh', { serveStored: true }),
+    forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true }),
+    transient: verdict('PROVIDER_ERROR', { serveStored: true }),
   },
   validate: {
-    revoked: { transition: invalid(REASONS.unauthorized), answer: 'TOKEN_VALIDATION_FAILED' },
+    revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.unauthorized, 'validation'), recheck: 'retry', dead: true, counts: true }),
+    misconfigured: configFault('validation', { serveStored: true }),
     // A forbidden validation is a warning, not a failed token: the token is still handed out.
-    forbidden: { transition: { status: 'warning', lastError: REASONS.forbidden, tokenValid: true }, answer: 'passthrough' },
-    rateLimited: { transition: UNCHANGED, answer: 'PROVIDER_RATE_LIMITED' },
-    transient: { transition: { status: 'warning', lastError: REASONS.unreachable }, answer: 'PROVIDER_ERROR' },
+    forbidden: verdict('passthrough', { transition: suspicious('validation'), serveStored: true, counts: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true, reschedule: true }),
+    transient: verdict('PROVIDER_ERROR', { transition: { status: 'warning', lastError: REASONS.unreachable, source: 'validation' }, serveStored: true }),
   },
   call: {
-    revoked: { transition: invalid(REASONS.unauthorized), answer: 'TOKEN_VALIDATION_FAILED' },
-    forbidden: { transition: { status: 'warning', lastError: REASONS.forbidden, tokenValid: true }, answer: 'passthrough' },
-    rateLimited: { transition: UNCHANGED, answer: 'PROVIDER_RATE_LIMITED' },
-    transient: { transition: UNCHANGED, answer: 'PROVIDER_ERROR' },
+    revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.unauthorized, 'proxy'), recheck: 'retry', dead: true }),
+    misconfigured: configFault('proxy'),
+    forbidden: verdict('passthrough', { transition: suspicious('proxy') }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED'),
+    transient: verdict('PROVIDER_ERROR'),
+  },
+  // The provider's own word needs no recheck; the event route answers 200 once the change has committed.
+  event: {
+    revoked: verdict('passthrough', { transition: invalid(REASONS.revokedAtProvider, 'provider_event'), dead: true }),
+    misconfigured: verdict('passthrough'),
+    forbidden: verdict('passthrough'),
+    rateLimited: verdict('passthrough'),
+    transient: verdict('passthrough'),
   },
 };
 
-/** The verdict for anything a provider call threw: a non-ProviderError counts as `transient`. */
-export function verdictFor(error: unknown, stage: FailureStage): FailureVerdict & { kind: ProviderFailureKind } {
-  const kind = error instanceof ProviderError ? error.kind : 'transient';
-  return { ...FAILURE_POLICY[stage][kind], kind };
+/** The verdict for a failure of `kind` at `point`. */
+export function judge(kind: ProviderFailureKind, point: FailurePoint): Verdict {
+  return FAILURE_POLICY[point][kind];
 }
 
-/** The error to answer with for a failure at `stage` (with `Retry-After` for rate limits), keeping the failure as its cause. */
-export function failureAnswer(error: unknown, stage: FailureStage): AppError {
-  const { answer } = verdictFor(error, stage);
-  const code = answer === 'passthrough' ? 'PROVIDER_ERROR' : answer;
-  if (code === 'PROVIDER_RATE_LIMITED') {
-    const retryAfter = error instanceof ProviderError ? (error.retryAfter ?? 60) : 60;
-    return new AppError(code, { headers: { 'retry-after': String(retryAfter) }, cause: error });
+/**
+ * A provider failure with its verdict: what the integrations core throws, and reports, for a
+ * failed provider call. It becomes an `AppError` at the route edge only (`toAnswer`).
+ */
+export class JudgedFailure extends Error {
+  readonly failure: ProviderError;
+  readonly point: FailurePoint;
+  readonly verdict: Verdict;
+
+  constructor(failure: ProviderError, point: FailurePoint) {
+    super(failure.message, { cause: failure });
+    this.name = 'JudgedFailure';
+    this.failure = failure;
+    this.point = point;
+    this.verdict = judge(failure.kind, point);
   }
-  return new AppError(code, { cause: error });
+
+  get kind(): ProviderFailureKind {
+    return this.failure.kind;
+  }
+}
+
+/** Anything a provider call threw, judged at `point`: what is not a ProviderError (a bug in reading an answer) counts as `transient`. */
+export function judged(error: unknown, point: FailurePoint): JudgedFailure {
+  if (error instanceof JudgedFailure) return error;
+  const failure = error instanceof ProviderError ? error : new ProviderError('transient', 'provider call failed', { cause: error });
+  return new JudgedFailure(failure, point);
+}
+
+/**
+ * The route edge: a judged failure as the answer its verdict names (with `Retry-After` for a
+ * rate limit, the failure kept as the cause); anything else as it is.
+ */
+export function toAnswer(error: unknown): unknown {
+  if (!(error instanceof JudgedFailure)) return error;
+  const { answer } = error.verdict;
+  const code = answer === 'passthrough' ? 'PROVIDER_ERROR' : answer;
+  const options = { cause: error.failure, ...(error.failure.answer ? { message: error.failure.answer } : {}) };
+  if (code === 'PROVIDER_RATE_LIMITED') return new AppError(code, { ...options, headers: { 'retry-after': String(error.failure.retryAfter ?? 60) } });
+  return new AppError(code, options);
+}
+
+/** The log line of a configuration fault: the settings to check, never their values. */
+export function configFaultMessage(provider: string): string {
+  const env = `INTEGRATION_OAUTH_${provider.toUpperCase()}`;
+  return `the provider rejected this deployment's client credentials: check ${env}_CLIENT_ID and ${env}_CLIENT_SECRET (integrationOauthProvider.${provider}.clientId, .clientSecret)`;
 }

@@ -5,7 +5,9 @@ import { AppError } from '../../http/errors.ts';
 import { newId } from '../../lib/ids.ts';
 import { inSpan } from '../../telemetry/tracing.ts';
 import { findIntegrationById, type IntegrationRow } from '../integrations.ts';
+import { ProviderError } from '../providers/types.ts';
 import type { LoadedIntegration } from './loaded.ts';
+import { JudgedFailure } from './policy.ts';
 
 /** A refresh asked for this soon after another one gets that one's result instead of a provider call (decision 49). */
 export const REFRESH_COALESCE_MS = 10 * 1000;
@@ -72,8 +74,12 @@ export class SingleFlight {
       const row = await findIntegrationById(this.deps.db, organizationId, id);
       if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
       if (row.tokenVersion !== seen.tokenVersion) return this.deps.withSecrets(row);
-      if (row.status === 'invalid' && seen.status !== 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
-      if (Date.now() > deadline) throw new AppError('PROVIDER_ERROR', { message: 'A refresh by another instance did not finish in time' });
+      // What the other instance's refresh met (it applied the verdict): a rejected refresh token, or no answer in time.
+      if (row.status === 'invalid' && seen.status !== 'invalid') throw new JudgedFailure(new ProviderError('revoked', 'another instance found the refresh token rejected'), 'refresh');
+      if (Date.now() > deadline) {
+        const message = 'A refresh by another instance did not finish in time';
+        throw new JudgedFailure(new ProviderError('transient', message, { answer: message }), 'refresh');
+      }
     }
   }
 

@@ -1,11 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { type AuditActor, actorValues, auditInsert } from '../../audit/audit.ts';
 import { queryRows } from '../../db/client.ts';
-import type { Services } from '../../services.ts';
 import type { TokenSet } from '../providers/types.ts';
 import { type SecretValues, sealSecrets } from '../secrets.ts';
 import { accessTokenExpiry, refreshTokenExpiry } from '../token-endpoint.ts';
-import { integrationFromJson, type LoadedIntegration } from './loaded.ts';
+import { integrationFromJson, type LoadDeps, type LoadedIntegration } from './loaded.ts';
 
 /**
  * Stores a refreshed token set the moment the provider answers (it has already retired the
@@ -16,7 +15,7 @@ import { integrationFromJson, type LoadedIntegration } from './loaded.ts';
  * compare-and-set lost (only if our lease lapsed mid-call and another instance stored first).
  */
 export async function storeRotated(
-  services: Pick<Services, 'db' | 'config'>,
+  deps: Pick<LoadDeps, 'db' | 'config'>,
   loaded: LoadedIntegration,
   tokens: TokenSet,
   actor: AuditActor,
@@ -26,10 +25,10 @@ export async function storeRotated(
   const tokenExpiresAt = accessTokenExpiry(tokens, now);
   const refreshToken = tokens.refreshToken ?? loaded.secrets.refresh_token;
   const secrets: SecretValues = { ...loaded.secrets, access_token: tokens.accessToken, refresh_token: refreshToken, expires_at: tokenExpiresAt?.toISOString() };
-  const sealed = sealSecrets(services.config.keyring, { organizationId, integrationId: id, provider }, secrets);
+  const sealed = sealSecrets(deps.config.keyring, { organizationId, integrationId: id, provider }, secrets);
   const refreshExpiresAt = tokens.refreshToken ? refreshTokenExpiry(tokens, now) : undefined;
   const [stored] = await queryRows<{ integration: Record<string, unknown> }>(
-    services.db,
+    deps.db,
     sql`WITH upd AS (
           UPDATE integrations SET
             token_version = token_version + 1,

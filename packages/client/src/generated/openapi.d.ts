@@ -596,7 +596,7 @@ export interface components {
              * @description What failed, one of the codes of CONTRACT.md §2; `error` says it for people
              * @enum {string}
              */
-            code: "INVALID_INPUT" | "INVALID_OAUTH_STATE" | "PROVIDER_NOT_CONFIGURED" | "INVALID_REDIRECT_URI" | "OAUTH_EXCHANGE_FAILED" | "ACCESS_DENIED" | "UNAUTHENTICATED" | "FORBIDDEN" | "CSRF_INVALID" | "NOT_FOUND" | "INTEGRATION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "CONFLICT" | "TOKEN_VALIDATION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "PROVIDER_RATE_LIMITED" | "INTERNAL" | "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE";
+            code: "INVALID_INPUT" | "INVALID_OAUTH_STATE" | "PROVIDER_NOT_CONFIGURED" | "INVALID_REDIRECT_URI" | "OAUTH_EXCHANGE_FAILED" | "ACCESS_DENIED" | "UNAUTHENTICATED" | "FORBIDDEN" | "CSRF_INVALID" | "NOT_FOUND" | "INTEGRATION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "CONFLICT" | "TOKEN_VALIDATION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "PROVIDER_RATE_LIMITED" | "INTERNAL" | "PROVIDER_ERROR" | "PROVIDER_MISCONFIGURED" | "SERVICE_UNAVAILABLE";
             requestId: string;
             /** @description For input errors: which field or argument failed, and why */
             details?: {
@@ -2464,7 +2464,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -2933,7 +2933,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -3179,7 +3179,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -3322,7 +3322,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -3485,7 +3485,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -3648,7 +3648,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -3811,7 +3811,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -3974,7 +3974,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -4137,7 +4137,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PROVIDER_ERROR */
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
             502: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];

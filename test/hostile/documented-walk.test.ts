@@ -1,0 +1,121 @@
+// A happy walk through every documented route: each answers as the OpenAPI document says, and a
+// route added without a line here fails the walk (every documented route must be walked).
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { bearer } from '../helpers/identity.ts';
+import { REDIRECT_URI, startFlow } from '../helpers/providers.ts';
+import { fakeProblems, logProblems, responseProblems } from './checks.ts';
+import { checker, gh, gql, issued, ONE_MIB, slack, t, useHostileWorld } from './world.ts';
+
+useHostileWorld();
+
+describe('every documented route, walked as documented', () => {
+  it('a happy walk through every documented route answers as documented', async () => {
+    const problems: string[] = [];
+    const covered = new Set<string>();
+    const call = async (name: string, method: string, url: string, expected: number, headers: Record<string, string> = {}, payload?: unknown) => {
+      const body = payload === undefined ? undefined : typeof payload === 'string' ? payload : JSON.stringify(payload);
+      const finalHeaders = body !== undefined && !('content-type' in headers) ? { ...headers, 'content-type': 'application/json' } : headers;
+      const res = await t.fastify.inject({ method: method as 'GET', url, headers: finalHeaders, ...(body !== undefined ? { payload: body } : {}) });
+      const sent = { method, url, headers: finalHeaders, body: body ?? '' };
+      const checked = { statusCode: res.statusCode, headers: res.headers, body: res.body };
+      problems.push(...responseProblems(sent, checked).map((p) => `${name}: ${p}`));
+      const route = checker.route(method, url);
+      if (route && res.statusCode < 400) covered.add(`${method} ${route.path}`);
+      expect(res.statusCode, `${name}: ${res.body.slice(0, 300)}`).toBe(expected);
+      return res;
+    };
+
+    await call('liveness', 'GET', '/livez', 200);
+    await call('readiness', 'GET', '/readyz', 200);
+    await call('OpenAPI document', 'GET', '/api-docs', 200);
+
+    const email = `happy-${Date.now()}@example.com`;
+    const password = 'a perfectly happy password';
+    issued.password.add(password);
+    await call('register', 'POST', '/v1/register', 201, {}, { email, password, name: 'Happy' });
+    const signedIn = await call('login', 'POST', '/v1/login', 200, {}, { email, password });
+    const token = signedIn.json().accessToken as string;
+    const organizationId = signedIn.json().organizationId as string;
+    const session = signedIn.cookies.find((c) => c.name === 'session')?.value ?? '';
+    issued.jwt.add(token);
+    const auth = bearer(token);
+    await call('csrf (anonymous)', 'GET', '/v1/csrf', 200);
+    await call('csrf (session)', 'GET', '/v1/csrf', 200, { cookie: `session=${session}` });
+    await call('account access', 'GET', '/v1/account/access', 200, auth);
+    const second = await call('create organization', 'POST', '/v1/organizations', 201, auth, { name: 'Second' });
+    const switched = await call('switch', 'POST', '/v1/account/switch', 200, auth, { organizationId: second.json().organization.id });
+    issued.jwt.add(switched.json().accessToken);
+    await call('switch back', 'POST', '/v1/account/switch', 200, bearer(switched.json().accessToken), { organizationId });
+    await call('providers', 'GET', '/v1/providers', 200, auth);
+
+    // Connect GitHub with the POST callback, Slack with the provider's GET redirect.
+    const started = await call('start', 'POST', '/v1/integrations/oauth/start', 200, auth, { provider: 'github', redirectUri: REDIRECT_URI });
+    const tx = started.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
+    const approved = gh.authorize(started.json().authUrl, 'happycat');
+    await call('callback (POST)', 'POST', '/v1/integrations/oauth/callback', 200, { cookie: `oauth_tx=${tx}` }, { provider: 'github', code: approved.code, state: approved.state });
+    const slackStart = await startFlow(t.fastify, token, 'slack');
+    const slackApproved = slack.authorize(slackStart.authUrl, 'happysam');
+    const redirected = await call('callback (GET)', 'GET', `/v1/integrations/oauth/callback?code=${encodeURIComponent(slackApproved.code)}&state=${encodeURIComponent(slackApproved.state)}`, 302, { cookie: `oauth_tx=${slackStart.txCookie}` });
+    expect(redirected.headers.location).toMatch(/^http:\/\/127\.0\.0\.1:8080\/app\/integrations\?status=connected&provider=slack&integration=[0-9A-Z]{26}$/);
+    const denyStart = await startFlow(t.fastify, token, 'github');
+    const denied = gh.deny(denyStart.authUrl);
+    const deniedRedirect = await call('callback (GET, denied)', 'GET', `/v1/integrations/oauth/callback?error=access_denied&state=${encodeURIComponent(denied.state)}`, 302, { cookie: `oauth_tx=${denyStart.txCookie}` });
+    expect(deniedRedirect.headers.location).toContain('error=ACCESS_DENIED');
+
+    const listed = await call('list integrations', 'GET', '/v1/integrations', 200, auth);
+    const slackId = (listed.json().integrations as { id: string; provider: string }[]).find((i) => i.provider === 'slack')?.id ?? '';
+    await call('token', 'GET', '/v1/integrations/github/token', 200, auth);
+    await call('status', 'GET', '/v1/integrations/github/status', 200, auth);
+    await call('refresh', 'POST', '/v1/integrations/github/refresh', 200, auth);
+    await call('proxy GET', 'GET', '/v1/integrations/github/proxy/user', 200, auth);
+    await call('proxy HEAD', 'HEAD', '/v1/integrations/github/proxy/user', 200, auth);
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) await call(`proxy ${method}`, method, '/v1/integrations/github/proxy/echo/x?y=1', 200, auth, { a: 1 });
+    await call('proxy GET (Slack)', 'GET', '/v1/integrations/slack/proxy/auth.test', 200, auth);
+    // Passthrough statuses other than 200 must be documented too (a provider answers 201, 204, 302, 404, 422…).
+    await call('proxy passthrough 404', 'GET', '/v1/integrations/github/proxy/no/such/thing', 404, auth);
+    await call('proxy passthrough 302', 'GET', '/v1/integrations/github/proxy/redirect', 302, auth);
+    await call('GraphQL', 'POST', '/query', 200, auth, { query: '{ me { id } integrations { id status } }' });
+    await call('GraphQL over GET', 'GET', '/query?query=%7Bme%7Bid%7D%7D', 405);
+    const pat = (await gql(token, 'mutation { createPersonalAccessToken(name: "walk") { token } }')).createPersonalAccessToken.token as string;
+    const api = (await gql(token, 'mutation { createAPIToken(name: "walk") { token } }')).createAPIToken.token as string;
+    await call('account access (PAT)', 'GET', '/v1/account/access', 200, bearer(pat));
+    await call('account access (API token)', 'GET', '/v1/account/access', 200, bearer(api));
+    const minted = await call('connect session', 'POST', '/v1/connect/sessions', 201, bearer(api), { redirectUri: REDIRECT_URI, allowedProviders: ['github'], endUser: { id: 'walker' } });
+    await call('connect session status', 'GET', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
+    await call('list connect sessions', 'GET', '/v1/connect/sessions?status=pending&first=5', 200, bearer(api));
+    await call('revoke connect session', 'DELETE', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
+    await call('delete integration', 'DELETE', `/v1/integrations/${slackId}`, 200, auth);
+    await call("list an end user's integrations", 'GET', '/v1/integrations?provider=github&endUser=walker', 200, auth);
+    await call("delete an end user's integrations", 'DELETE', '/v1/integrations?endUser=walker', 200, auth);
+    // Organizations as a whole (CONTRACT.md §5d): read and renamed by their owner, listed by a system administrator's service token, offboarded by the owner.
+    const secondId = second.json().organization.id as string;
+    await call('read organization', 'GET', `/v1/organizations/${secondId}`, 200, auth);
+    await call('rename organization', 'PATCH', `/v1/organizations/${secondId}`, 200, auth, { name: 'Second, renamed' });
+    await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${signedIn.json().user.id}`);
+    const serviceToken = (await gql(token, 'mutation { createServiceToken(name: "walk") { token } }')).createServiceToken.token as string;
+    await call('list organizations (service token)', 'GET', '/v1/organizations?first=5', 200, bearer(serviceToken));
+    await call('find organizations (system administrator)', 'GET', '/v1/organizations?q=second&first=5', 200, auth);
+    const deliveries = await call('webhook deliveries', 'GET', '/v1/webhooks/deliveries?status=pending&eventType=organization.created&first=5', 200, auth);
+    await call('retry a delivery', 'POST', `/v1/webhooks/deliveries/${deliveries.json().deliveries[0]?.id}/retry`, 200, auth);
+    await call('account access (service token)', 'GET', '/v1/account/access', 200, { ...bearer(serviceToken), 'x-organization-id': organizationId });
+    await call('offboard organization', 'DELETE', `/v1/organizations/${secondId}`, 200, auth);
+
+    // Documented errors.
+    await call('401', 'GET', '/v1/integrations', 401);
+    await call('409', 'POST', '/v1/register', 409, {}, { email, password });
+    await call('401 login', 'POST', '/v1/login', 401, {}, { email, password: 'not the password at all' });
+    await call('415', 'POST', '/v1/register', 415, { 'content-type': 'text/plain' }, 'hello');
+    await call('413', 'POST', '/v1/organizations', 413, auth, { name: 'x'.repeat(ONE_MIB) });
+    await call('400', 'POST', '/v1/organizations', 400, auth, { name: '' });
+    await call('404 route', 'GET', '/v1/nothing-here', 404, auth);
+    await call('404 integration', 'GET', '/v1/integrations/gitlab/token', 404, auth);
+    await call('403 CSRF', 'POST', '/v1/organizations', 403, { cookie: `session=${session}` }, { name: 'x' });
+    await call('logout', 'POST', '/v1/logout', 200, auth);
+
+    problems.push(...fakeProblems({ apiOnly: false }), ...logProblems());
+    // Every documented route is walked with a success (GET /query only ever answers 405): a new route needs a line above.
+    const uncovered = checker.routes.map((r) => `${r.method} ${r.path}`).filter((key) => !covered.has(key) && key !== 'GET /query');
+    expect({ problems, uncovered }).toEqual({ problems: [], uncovered: [] });
+  });
+});
