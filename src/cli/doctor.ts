@@ -41,7 +41,11 @@ function configurationChecks(): { config: Config | null; checks: Check[] } {
     return { config, checks };
   } catch (error) {
     if (!(error instanceof CliFailure)) throw error;
-    return { config: null, checks: error.details.map((detail) => ({ check: 'configuration', status: 'fail', detail: detail.message, fix: 'set the setting it names as it says (README "Configuration")' })) };
+    const checks = error.details.map((detail): Check => {
+      const setting = detail.message.split(':')[0]?.split(' (')[0];
+      return { check: 'configuration', status: 'fail', detail: detail.message, fix: `correct ${setting} to the shape the line gives (README "Configuration")` };
+    });
+    return { config: null, checks };
   }
 }
 
