@@ -39,7 +39,7 @@ async function tessera(args: string[], token = apiToken, extra: Record<string, s
   return result;
 }
 
-function json<T = any>(result: CliResult): T {
+function json<T = unknown>(result: CliResult): T {
   expect(result.code, result.stderr).toBe(0);
   return JSON.parse(result.stdout) as T;
 }
@@ -78,7 +78,7 @@ describe('tessera api-tokens create', () => {
     expect(human.stdout).toMatch(/^name\s+cli backend$/m);
     expect(human.stdout).toMatch(/^display\s+tsa_…/m);
 
-    const created = json(await tessera(['api-tokens', 'create', 'for a script', '--json'], person.token));
+    const created = json<{ token: string }>(await tessera(['api-tokens', 'create', 'for a script', '--json'], person.token));
     expect(created).toMatchObject({ name: 'for a script', token: expect.stringMatching(/^tsa_/), display: expect.stringMatching(/^tsa_…/) });
     secrets.add(apiToken).add(created.token);
     // The new token works.
@@ -120,7 +120,7 @@ describe('tessera providers and integrations', () => {
     expect(human.stdout).toMatch(/^expires\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/m);
     noteTokens();
     const result = await tessera(['integrations', 'refresh', 'github', '--json']);
-    const refreshed = json(result);
+    const refreshed = json<{ token?: object }>(result);
     noteTokens();
     expect(refreshed).toMatchObject({ message: expect.any(String), token: { tokenType: expect.any(String), expiresAt: expect.any(String) } });
     expect(refreshed.token).not.toHaveProperty('accessToken');
@@ -137,7 +137,7 @@ describe('tessera providers and integrations', () => {
     expect(human.stdout.split('\n').filter((line) => line.includes(link))).toEqual([link]);
     expect(human.stdout).toMatch(/^end user\s+customer-7$/m);
     secrets.add(new URL(link).pathname.split('/').at(-1) as string);
-    const session = json(await tessera(['sessions', 'create', '--redirect-uri', `${url}/done`, '--provider', 'github', '--json']));
+    const session = json<{ url: string }>(await tessera(['sessions', 'create', '--redirect-uri', `${url}/done`, '--provider', 'github', '--json']));
     expect(session).toMatchObject({ id: expect.any(String), url: expect.stringContaining(url), allowedProviders: ['github'] });
     expect((await fetch(session.url)).status).toBe(200);
   });
@@ -160,11 +160,11 @@ describe('tessera orgs create', () => {
     expect(human.code, human.stderr).toBe(0);
     expect(human.stdout).toMatch(/^name\s+Acme$/m);
     expect(human.stdout).toMatch(/^external id\s+acme-1$/m);
-    const organization = json(await tessera(['orgs', 'create', 'Globex', '--json'], serviceToken));
+    const organization = json<{ id: string }>(await tessera(['orgs', 'create', 'Globex', '--json'], serviceToken));
     expect(organization).toEqual({ id: expect.any(String), name: 'Globex', externalId: null });
     // A service token needs the organization for its customers' data (§5d): --org gives it.
     expect(json(await tessera(['integrations', 'list', '--org', organization.id, '--json'], serviceToken))).toEqual([]);
-    const created = json(await tessera(['api-tokens', 'create', 'globex backend', '--org', organization.id, '--json'], serviceToken));
+    const created = json<{ id: string; token: string }>(await tessera(['api-tokens', 'create', 'globex backend', '--org', organization.id, '--json'], serviceToken));
     secrets.add(created.token);
     const [row] = await t.database.db.select({ organizationId: apiTokens.organizationId }).from(apiTokens).where(eq(apiTokens.id, created.id));
     expect(row?.organizationId).toBe(organization.id);

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { reportFailure } from './output.ts';
+import { CliFailure, reportFailure } from './output.ts';
 
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -102,7 +102,14 @@ export function buildProgram(): Command {
     .option('--json', 'print the settings as JSON')
     .action(action(async (options: { json?: boolean; port?: number }) => (await import('./fakes.ts')).runFakes(options)));
 
-  const api = () => import('./api.ts');
+  const api = () =>
+    import('./api.ts').catch((error: unknown) => {
+      // The production image installs the server only (decision 176): the client package is a checkout's workspace.
+      if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND' || !String((error as Error).message).includes('@tessera/client')) throw error;
+      throw new CliFailure('the API commands need @tessera/client, which this installation does not have', {
+        fix: 'run them from a checkout (npm ci, then npx tessera …) or any machine that reaches TESSERA_URL',
+      });
+    });
   apiCommand(program, 'providers', 'list the configured providers').action(action(async (options: ApiOptions) => (await api()).providers(options)));
 
   const integrations = program.command('integrations').description("an organization's integrations (its own, or an end user's with --end-user)");
