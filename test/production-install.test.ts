@@ -110,6 +110,13 @@ describe('the production install (Dockerfile)', () => {
       expect(await (await fetch(`${service.url}/readyz`)).json()).toEqual({ status: 'ok' });
       const docs = await fetch(`${service.url}/api-docs`);
       expect(docs.status).toBe(200);
+      // The command line's API commands work in the image too: the client package is linked there.
+      const cli = await run(process.execPath, [image.cmd[1] ?? 'bin/tessera.mjs', 'providers', '--url', service.url, '--token', `tsa_${'x'.repeat(40)}`], { cwd: app }).then(
+        () => ({ code: 0, stderr: '' }),
+        (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
+      );
+      expect(cli.code, cli.stderr).toBe(1);
+      expect(cli.stderr).toMatch(/UNAUTHENTICATED/);
       expect(await service.stop()).toBe(0);
     } finally {
       await service.stop();

@@ -28,13 +28,13 @@ export interface ServiceProcess {
 }
 
 /**
- * Spawns the service the way `npm start` does (or another `script`, e.g. a docs example; in `cwd`, default the project), on
+ * Spawns the service the way `npm start` does (or another `script` with `args`, e.g. a docs example; in `cwd`, default the project), on
  * the pinned Node (process.execPath), on `port` or a free one. Keeps the last 256 KiB of its output (enough to explain a failure,
  * bounded over a long run); a process `exit` hook kills it if the caller never stops it.
  */
-export async function spawnService(env: Record<string, string>, options: { port?: number; script?: string; cwd?: string } = {}): Promise<ServiceProcess> {
+export async function spawnService(env: Record<string, string>, options: { port?: number; script?: string; args?: string[]; cwd?: string } = {}): Promise<ServiceProcess> {
   const port = options.port ?? (await freePort());
-  const child = spawn(process.execPath, [options.script ?? 'bin/tessera.mjs'], {
+  const child = spawn(process.execPath, [options.script ?? 'bin/tessera.mjs', ...(options.args ?? [])], {
     cwd: options.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,154 @@
+/**
+ * The commands that talk to a running Tessera. They are a consumer of the public API only,
+ * through `@tessera/client`, like any product's backend: no server module is imported here.
+ */
+import { Tessera, TesseraError } from '@tessera/client';
+import type { ApiOptions } from './index.ts';
+import { CliFailure, line, printFields, printJson, printTable, when } from './output.ts';
+
+/** What to do about a failed call, by its code. */
+const FIXES: Record<string, string> = {
+  NETWORK_ERROR: 'is Tessera running there? Check TESSERA_URL (or --url)',
+  UNEXPECTED_RESPONSE: "check that TESSERA_URL is Tessera's base URL (without /v1)",
+  UNAUTHENTICATED: 'check TESSERA_TOKEN (or --token): it may be mistyped, expired or revoked',
+  FORBIDDEN: "this credential may not do that: check its role or kind; a service token acts in an organization given with --org <id>",
+  INTEGRATION_NOT_FOUND: 'see which exist with `tessera integrations list` (an end user\'s need --end-user <id>)',
+  PROVIDER_NOT_CONFIGURED: 'see which are configured with `tessera providers`',
+  RATE_LIMITED: 'wait and try again',
+};
+
+/** A client for the running Tessera the options name, or a failure that says which setting is missing. */
+function connect(options: ApiOptions): Tessera {
+  if (!options.url) throw new CliFailure('no Tessera to talk to', { fix: 'set TESSERA_URL (or pass --url), e.g. TESSERA_URL=http://127.0.0.1:8080' });
+  const url = URL.parse(options.url);
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new CliFailure('TESSERA_URL (--url) is not an http(s) URL', { fix: 'set it to Tessera\'s base URL, e.g. https://tessera.example.com' });
+  }
+  if (!options.token) {
+    throw new CliFailure('no credentials', { fix: 'set TESSERA_TOKEN (or pass --token) to an API token (tsa_…), a service token (tss_…) or a personal access token (tsp_…)' });
+  }
+  return new Tessera({ baseUrl: options.url, token: options.token, ...(options.org ? { organizationId: options.org } : {}) });
+}
+
+/** Runs one call; a TesseraError becomes a failure with its code, request id and a fix. */
+async function call<T>(pending: () => Promise<T>): Promise<T> {
+  try {
+    return await pending();
+  } catch (error) {
+    if (!(error instanceof TesseraError)) throw error;
+    throw new CliFailure(error.message, { code: error.code, requestId: error.requestId, details: error.details, fix: FIXES[error.code] });
+  }
+}
+
+/** `tessera providers`. */
+export async function providers(options: ApiOptions): Promise<number> {
+  const { providers } = await call(() => connect(options).providers.list());
+  if (options.json) printJson(providers);
+  else printTable(['id', 'name', 'default scopes'], providers.map((provider) => [provider.id, provider.displayName, provider.defaultScopes.join(' ')]), 'no provider is configured');
+  return 0;
+}
+
+/** `tessera integrations list`. */
+export async function listIntegrations(options: ApiOptions & { provider?: string; endUser?: string }): Promise<number> {
+  const { integrations } = await call(() => connect(options).integrations.list({ provider: options.provider, endUser: options.endUser }));
+  if (options.json) printJson(integrations);
+  else {
+    printTable(
+      ['id', 'provider', 'end user', 'status', 'name', 'updated'],
+      integrations.map((integration) => [integration.id, integration.provider, integration.endUser?.id ?? '', integration.status, integration.name, when(integration.updatedAt)]),
+      'no integration',
+    );
+  }
+  return 0;
+}
+
+/** `tessera integrations status <provider>`. */
+export async function integrationStatus(provider: string, options: ApiOptions & { endUser?: string }): Promise<number> {
+  const { status } = await call(() => connect(options).integrations.status(provider, { endUser: options.endUser }));
+  if (options.json) printJson(status);
+  else {
+    printFields({
+      provider: status.provider,
+      'end user': options.endUser,
+      status: status.status,
+      connected: status.connected ? 'yes' : 'no',
+      'token valid': status.tokenValid ? 'yes' : 'no',
+      'token expired': status.tokenExpired ? 'yes' : 'no',
+      'last validated': when(status.lastValidated) || 'never',
+      message: status.message,
+      actions: status.actions.length > 0 ? status.actions : undefined,
+      'last error': status.lastError,
+    });
+  }
+  return 0;
+}
+
+/** `tessera integrations refresh <provider>`: says when the new token expires; the token itself is never printed, not even with --json. */
+export async function refreshIntegration(provider: string, options: ApiOptions & { endUser?: string }): Promise<number> {
+  const refreshed = await call(() => connect(options).integrations.refresh(provider, { endUser: options.endUser }));
+  const token = refreshed.token ? { tokenType: refreshed.token.tokenType, expiresAt: refreshed.token.expiresAt, scopes: refreshed.token.scopes } : undefined;
+  if (options.json) printJson({ message: refreshed.message, ...(token ? { token } : {}) });
+  else {
+    printFields({
+      provider,
+      'end user': options.endUser,
+      result: refreshed.message,
+      expires: token ? when(token.expiresAt) || 'never' : undefined,
+      scopes: token?.scopes,
+    });
+  }
+  return 0;
+}
+
+/** `tessera integrations delete <id>`. */
+export async function deleteIntegration(id: string, options: ApiOptions): Promise<number> {
+  const deleted = await call(() => connect(options).integrations.delete(id));
+  if (options.json) printJson({ id, message: deleted.message });
+  else line(`${deleted.message} (${id})`);
+  return 0;
+}
+
+/** `tessera sessions create`: the link holds the session's secret, so it is printed here, where it is made, on a line of its own. */
+export async function createSession(options: ApiOptions & { redirectUri: string; provider?: string[]; endUser?: string }): Promise<number> {
+  const { session } = await call(() =>
+    connect(options).connectSessions.create({
+      redirectUri: options.redirectUri,
+      ...(options.provider?.length ? { allowedProviders: options.provider } : {}),
+      ...(options.endUser ? { endUser: { id: options.endUser } } : {}),
+    }),
+  );
+  if (options.json) printJson(session);
+  else {
+    printFields({
+      session: session.id,
+      expires: when(session.expiresAt),
+      providers: session.allowedProviders.length > 0 ? session.allowedProviders : 'any configured',
+      'end user': session.endUser?.id,
+    });
+    line();
+    line('Open this link to connect (shown this once):');
+    line(session.url);
+  }
+  return 0;
+}
+
+/** `tessera orgs create <name>`. */
+export async function createOrganization(name: string, options: ApiOptions & { externalId?: string }): Promise<number> {
+  const { organization } = await call(() => connect(options).organizations.create({ name, ...(options.externalId ? { externalId: options.externalId } : {}) }));
+  if (options.json) printJson(organization);
+  else printFields({ id: organization.id, name: organization.name, 'external id': organization.externalId ?? undefined });
+  return 0;
+}
+
+/** `tessera api-tokens create <name>`: the one place a secret is printed — the new token, once, on a line of its own, never in the table. */
+export async function createApiToken(name: string, options: ApiOptions): Promise<number> {
+  const created = await call(() => connect(options).apiTokens.create({ name, organizationId: options.org }));
+  if (options.json) printJson(created);
+  else {
+    printFields({ id: created.id, name: created.name, display: created.display, expires: when(created.expiresAt) || 'never' });
+    line();
+    line('The token (shown this once; store it now):');
+    line(created.token);
+  }
+  return 0;
+}
