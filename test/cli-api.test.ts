@@ -1,4 +1,4 @@
-// The API commands of `tessera` (CONTRACT.md §10) against a live Tessera with the fake GitHub:
+// The API commands of `tessera` (docs/contract.md §10) against a live Tessera with the fake GitHub:
 // tables for people, JSON for scripts, exit codes, the §2 code of a failure, and secrets
 // printed only where they are created — never in a table.
 import { eq } from 'drizzle-orm';

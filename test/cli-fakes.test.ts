@@ -1,4 +1,4 @@
-// `tessera fakes` and `tessera serve` (CONTRACT.md §10): the fakes' printed settings point a
+// `tessera fakes` and `tessera serve` (docs/contract.md §10): the fakes' printed settings point a
 // Tessera of one's own — started with `tessera serve`, what `npm start` runs — at them, and an
 // account connects through it end to end, with no OAuth app registered anywhere.
 import { readFileSync } from 'node:fs';

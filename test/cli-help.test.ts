@@ -1,4 +1,4 @@
-// `--help` on every command of `tessera` (CONTRACT.md §10) prints the command's usage and runs
+// `--help` on every command of `tessera` (docs/contract.md §10) prints the command's usage and runs
 // nothing: not a key rotation (once `npm run rotate-keys -- --help` rotated the keys), not a
 // migration, not a server, not a provider probe, not a call to a running Tessera.
 import { createServer, type Server } from 'node:http';

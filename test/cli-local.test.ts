@@ -1,4 +1,4 @@
-// The local commands of `tessera` (CONTRACT.md §10): migrate, rotate-keys and doctor on the
+// The local commands of `tessera` (docs/contract.md §10): migrate, rotate-keys and doctor on the
 // configured database (PGlite, or PostgreSQL when TEST_DATABASE_URL is set), human and --json.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';

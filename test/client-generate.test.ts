@@ -1,4 +1,4 @@
-// @tessera/client's generated files are the served OpenAPI document's, never older (CONTRACT.md §10):
+// @tessera/client's generated files are the served OpenAPI document's, never older (docs/contract.md §10):
 // rendered again from the document a running Tessera serves, they must equal what is committed.
 // After changing a route: `npm run client:generate`.
 import { readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// @tessera/client as a product gets it (CONTRACT.md §10): `npm pack` in packages/client, the
+// @tessera/client as a product gets it (docs/contract.md §10): `npm pack` in packages/client, the
 // tarball installed into an empty project, a strict TypeScript program using every §10 method
 // type-checked there (with misuses the compiler must refuse), then run against a live Tessera
 // whose providers are the loopback fakes — a multi-segment proxy call through the generated

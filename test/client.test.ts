@@ -1,4 +1,4 @@
-// @tessera/client's error mapping and webhook verification (CONTRACT.md §10): against Tessera's
+// @tessera/client's error mapping and webhook verification (docs/contract.md §10): against Tessera's
 // real answers and deliveries where Tessera can produce them, and against a loopback stand-in
 // for what it cannot (a reverse proxy's HTML page, a port nobody listens on).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -84,7 +84,7 @@ describe('TesseraError', () => {
     const error = await refusal(() => tessera.forOrganization(organization.id).connectSessions.create({ redirectUri: `${url}/done`, expiresIn: 'soon' }));
     expect(error).toMatchObject({ status: 400, code: 'INVALID_INPUT' });
     expect(error.details).toContainEqual({ path: expect.stringContaining('expiresIn'), message: expect.any(String) });
-    // A service token without its organization is told so (CONTRACT.md §5d).
+    // A service token without its organization is told so (docs/contract.md §5d).
     expect(await refusal(() => tessera.integrations.list())).toMatchObject({ status: 400, code: 'INVALID_INPUT' });
   });
 

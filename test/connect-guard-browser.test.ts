@@ -1,4 +1,4 @@
-// Forced account linking, in a real browser (CONTRACT.md §5a): a hostile page on another site
+// Forced account linking, in a real browser (docs/contract.md §5a): a hostile page on another site
 // tries to push a victim's browser through the attacker's own connect session — by a link to
 // the start, by the session's link, by an auto-submitted form with a made-up nonce or with the
 // attacker's own. Nothing starts: the provider's authorize page is never asked for, no state is

@@ -1,4 +1,4 @@
-// Security round 3 (CONTRACT.md §5a), HTTP in, HTTP and stored rows out: a connect flow starts
+// Security round 3 (docs/contract.md §5a), HTTP in, HTTP and stored rows out: a connect flow starts
 // only from the hosted page's own form, and a connect session works only while the credential
 // that minted it could still mint it. The real-browser half is test/connect-guard-browser.test.ts.
 import { sql } from 'drizzle-orm';

@@ -1,4 +1,4 @@
-// Connect sessions (CONTRACT.md §5a), HTTP in, HTTP, events and audit out: a product's
+// Connect sessions (docs/contract.md §5a), HTTP in, HTTP, events and audit out: a product's
 // backend mints a link, its end user connects through the hosted page without an account.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,7 +85,7 @@ describe('minting a session', () => {
     const admin = await registerAndLogin(t.fastify, 'sysadmin');
     await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${admin.userId}`);
     expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...bearer(admin.token), 'x-impersonate-user': owner.userId }, payload: { redirectUri: RETURN } })).statusCode).toBe(403);
-    // The console mints with its cookie session (CONTRACT.md §5a), and only with the CSRF header.
+    // The console mints with its cookie session (docs/contract.md §5a), and only with the CSRF header.
     const { 'x-csrf-token': _csrf, ...withoutCsrf } = browser(owner);
     expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...withoutCsrf, 'content-type': 'application/json' }, payload: { redirectUri: RETURN } })).json().code).toBe('CSRF_INVALID');
     expect((await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: { ...browser(owner), 'content-type': 'application/json' }, payload: { redirectUri: RETURN } })).statusCode).toBe(201);

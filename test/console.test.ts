@@ -1,4 +1,4 @@
-// The console in a real browser (CONTRACT.md §11), one flow per section: members invited and
+// The console in a real browser (docs/contract.md §11), one flow per section: members invited and
 // accepting, an API token shown once and revoked, a connect link minted and completed, the audit
 // log filtered; as a system administrator, a failed webhook delivery retried once its receiver
 // is fixed, and one of fifty organizations found by externalId, its health seen, and entered.

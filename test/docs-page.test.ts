@@ -54,7 +54,7 @@ describe('GET /docs', () => {
       await page.locator('.opblock').first().waitFor(WAIT);
       type Operations = Record<string, Record<string, { operationId: string }>>;
       const document = (await (await fetch(`${origin}/api-docs`)).json()) as { paths: Operations; webhooks: Operations };
-      // The routes and the webhooks Tessera posts (CONTRACT.md §7).
+      // The routes and the webhooks Tessera posts (docs/contract.md §7).
       const operationIds = [...Object.values(document.paths), ...Object.values(document.webhooks)].flatMap((item) => Object.values(item).map((operation) => operation.operationId));
       expect(operationIds.length).toBeGreaterThan(20);
       expect(await page.locator('.opblock').count()).toBe(operationIds.length);

@@ -1,4 +1,4 @@
-// Connections per end user and replacing an account (CONTRACT.md §5d), HTTP in; HTTP, events,
+// Connections per end user and replacing an account (docs/contract.md §5d), HTTP in; HTTP, events,
 // audit and the fakes' records out: one organization (a product's customer) whose people each
 // connect their own GitHub account through connect sessions, beside the organization's own.
 import { sql } from 'drizzle-orm';

@@ -1,4 +1,4 @@
-// One GraphQL request must not buy a database flood (CONTRACT.md §6): the same field under many
+// One GraphQL request must not buy a database flood (docs/contract.md §6): the same field under many
 // aliases costs each time, a field that reads the database costs more than one that does not, and
 // the request's own objects (`me`, `organization`, …) are read once per request, however often
 // they are asked for. Statements are observed on the real database through Drizzle's logger.

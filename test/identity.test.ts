@@ -208,7 +208,7 @@ describe('organizations and memberships', () => {
     const account = await registerAndLogin(t.fastify, 'orgs');
     const res = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(account.token), payload: { name: '  Acme  ' } });
     expect(res.statusCode).toBe(201);
-    // CONTRACT.md §3: the answer carries externalId (null when none was given).
+    // docs/contract.md §3: the answer carries externalId (null when none was given).
     expect(res.json()).toEqual({ success: true, organization: { id: expect.any(String), name: 'Acme', externalId: null } });
     const organizations = (await access(bearer(account.token))).json().organizations;
     expect(organizations).toContainEqual({ id: res.json().organization.id, name: 'Acme', role: 'owner' });
@@ -416,7 +416,7 @@ describe('rate limiting', () => {
       expect(statuses).toEqual([200, 200, 200, 429, 429]);
       expect(last?.json().code).toBe('RATE_LIMITED');
       expect(Number(last?.headers['retry-after'])).toBeGreaterThan(0);
-      // Per e-mail and address together (CONTRACT.md §4): other addresses keep their own budget for that e-mail.
+      // Per e-mail and address together (docs/contract.md §4): other addresses keep their own budget for that e-mail.
       const perEmail: number[] = [];
       for (const address of ['10.0.0.1', '10.0.0.2', '10.0.0.2', '10.0.0.2', '10.0.0.2', '10.0.0.3']) {
         const res = await limited.fastify.inject({ method: 'POST', url: '/v1/login', payload: { email: 'same@example.com', password: 'x' }, remoteAddress: address });

@@ -68,9 +68,9 @@ describe('token reads', () => {
       success: true,
       provider: 'github',
       token: { accessToken: token?.accessToken, tokenType: 'Bearer', expiresAt: expect.any(String), scopes: ['read:user', 'user:email', 'repo'] },
-      // Provider-defined metadata (CONTRACT.md §5): GitHub keeps none.
+      // Provider-defined metadata (docs/contract.md §5): GitHub keeps none.
       metadata: {},
-      // The organization's own integration (CONTRACT.md §5d).
+      // The organization's own integration (docs/contract.md §5d).
       endUser: null,
     });
     const audit = await listAudit(t.database.db, c.account.organizationId, { first: 5 });

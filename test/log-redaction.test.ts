@@ -1,4 +1,4 @@
-// No secret in a log line (CONTRACT.md §2), whatever form it arrives in: a connect link, its start
+// No secret in a log line (docs/contract.md §2), whatever form it arrives in: a connect link, its start
 // link or a `token=` parameter, percent-encoded once, twice or in part, in upper or lower case, in
 // the path or in a header the logs carry. HTTP in, the captured log lines out.
 import fc from 'fast-check';

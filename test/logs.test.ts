@@ -1,4 +1,4 @@
-// Logs an operator can follow (CONTRACT.md §10 "Logs", decision 147): a line for a connect and for
+// Logs an operator can follow (docs/contract.md §10 "Logs", decision 147): a line for a connect and for
 // a status change, the request's id on every line written while it runs — whichever logger writes
 // it — and, with LOG_FORMAT=pretty, one readable line per entry with the same redaction.
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Offboarding (CONTRACT.md §5d), HTTP in; HTTP, events, audit and the fakes' records out:
+// Offboarding (docs/contract.md §5d), HTTP in; HTTP, events, audit and the fakes' records out:
 // deleting an organization removes everything it holds in one transaction and revokes its
 // grants at the providers after the commit — durably, retried, and by any instance.
 import { createServer, type Server } from 'node:http';

@@ -95,7 +95,7 @@ describe('every operation, whenever it was added', () => {
     for (const headerOnly of ['GET /v1/integrations/{provider}/token', 'GET /v1/integrations/{provider}/proxy/{path}', 'POST /v1/integrations/{provider}/proxy/{path}', 'GET /v1/widgets/{id}/files/{path}']) {
       expect(security(headerOnly), headerOnly).toEqual([{ bearerAuth: [] }]);
     }
-    // Connect sessions take the console's cookie session too (CONTRACT.md §5a).
+    // Connect sessions take the console's cookie session too (docs/contract.md §5a).
     for (const either of ['GET /v1/integrations', 'POST /v1/logout', 'POST /query', 'GET /v1/widgets/{id}', 'GET /v1/connect/sessions/{id}', 'POST /v1/connect/sessions']) expect(security(either), either).toEqual([{ bearerAuth: [] }, { sessionCookie: [] }]);
   });
 

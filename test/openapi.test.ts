@@ -24,7 +24,7 @@ describe('GET /api-docs', () => {
     expect(Object.keys(document.paths)).toEqual(expect.arrayContaining(['/livez', '/readyz', '/api-docs']));
     const readyz = document.paths['/readyz'].get;
     expect(Object.keys(readyz.responses)).toEqual(['200', '500', '503']);
-    // The error shape is one named component (CONTRACT.md §8: shared shapes are components.schemas).
+    // The error shape is one named component (docs/contract.md §8: shared shapes are components.schemas).
     expect(readyz.responses['500'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
     expect(document.components.schemas.Error.required).toEqual(['success', 'error', 'code', 'requestId']);
     expect(readyz.security).toEqual([]);
@@ -48,7 +48,7 @@ describe('documented error responses', () => {
 
   it('adds the class\'s codes: an authenticated GET without parameters documents no 413 or 415, and 404 only where a service token may name an organization', async () => {
     const document = (await t.fastify.inject({ url: '/api-docs' })).json();
-    // CONTRACT.md §5d: a service token naming an unknown organization in X-Organization-ID gets 404.
+    // docs/contract.md §5d: a service token naming an unknown organization in X-Organization-ID gets 404.
     expect(errorsOf(document.paths['/v1/account/access'].get)).toEqual({
       '400': ['INVALID_INPUT'],
       '401': ['UNAUTHENTICATED'],

@@ -1,4 +1,4 @@
-// Operating Tessera (CONTRACT.md §11), HTTP in, HTTP, audit and the database out: an
+// Operating Tessera (docs/contract.md §11), HTTP in, HTTP, audit and the database out: an
 // organization's connect sessions listed and filtered; every organization, with its
 // integrations' health, found by a system administrator, who enters one to read there (never to
 // write, never a token) with an audit row per request; the audit log filtered; and retention

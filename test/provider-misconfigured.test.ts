@@ -10,7 +10,7 @@ import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
 import { connect, providerEnv, startFlow } from './helpers/providers.ts';
 
 // The provider rejecting this deployment's own client credentials (its client secret was reset at the
-// provider, the setting is wrong) is a configuration fault, never a revocation (CONTRACT.md §2, §5):
+// provider, the setting is wrong) is a configuration fault, never a revocation (docs/contract.md §2, §5):
 // at every point it can show — the callback, a refresh, a validation, a proxied call — the integration
 // becomes `warning` with `["configure"]`, the answer is 502 PROVIDER_MISCONFIGURED, and the log line
 // names the settings to check.

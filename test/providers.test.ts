@@ -241,7 +241,7 @@ describe.each(CASES)('$displayName', (providerCase) => {
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json().integration.id).toBe(integrationId);
     // A provider whose account id is per authorization (Notion's bot_id) reports every reconnect as a replaced account,
-    // whose previous grant is revoked too (CONTRACT.md §5d).
+    // whose previous grant is revoked too (docs/contract.md §5d).
     const [connected] = await queryRows<{ replaced: boolean }>(t.database.db, sql`SELECT (data->>'accountChanged')::boolean AS replaced FROM events WHERE type = 'integration.connected' AND data->'integration'->>'id' = ${integrationId} ORDER BY id DESC LIMIT 1`);
     const replaced = connected?.replaced && providerCase.revokes ? 1 : 0;
     const requestsBefore = fake().requests.length;

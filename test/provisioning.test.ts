@@ -1,4 +1,4 @@
-// Provisioning (CONTRACT.md §5a): a product creates one organization per customer, finds it
+// Provisioning (docs/contract.md §5a): a product creates one organization per customer, finds it
 // again by its own id, mints an API token for each, and its customers' end users connect —
 // without a person in the loop. The last part runs docs/examples/provision.mjs over HTTP.
 import { execFile } from 'node:child_process';
@@ -78,7 +78,7 @@ describe('createOrganization with an externalId', () => {
       sql`SELECT data FROM events WHERE organization_id = ${data?.createOrganization?.id} AND type = 'organization.created'`,
     );
     expect(event?.data).toMatchObject({ organizationId: data?.createOrganization?.id, organization: { id: data?.createOrganization?.id, name: 'Acme Corp', externalId: 'cust_acme' } });
-    // Every event's data names the organization's externalId beside its id (CONTRACT.md §7).
+    // Every event's data names the organization's externalId beside its id (docs/contract.md §7).
     expect(event?.data.externalId).toBe('cust_acme');
     // Without one, externalId is null, in the event's data too.
     const plain = (await create(ops, 'No id')).data?.createOrganization;
@@ -249,7 +249,7 @@ describe('the provisioning script of docs/embedding.md', () => {
       const { integrations } = (await list.json()) as { integrations: unknown[] };
       expect(integrations).toHaveLength(1);
       expect(integrations[0]).toMatchObject({ provider: 'github', connectedVia: { sessionId: result.sessionId, endUser: { id: result.customer } } });
-      // The connection is the end user's own (CONTRACT.md §5d): addressed by endUser.
+      // The connection is the end user's own (docs/contract.md §5d): addressed by endUser.
       const token = await fetch(`${tessera}/v1/integrations/github/token?endUser=${result.customer}`, { headers: bearer(result.apiToken) });
       expect(token.status).toBe(200);
       // The event a product's webhook receives names the organization, the session and the end user.

@@ -1,5 +1,5 @@
 /**
- * Capacity is not for sale by credential (CONTRACT.md §6): a user creates a bounded number of
+ * Capacity is not for sale by credential (docs/contract.md §6): a user creates a bounded number of
  * organizations, an organization holds a bounded number of live API tokens, and every credential
  * acting in one organization shares that organization's rate limit — so more tokens never mean
  * more requests.

@@ -1,5 +1,5 @@
 /**
- * Who may sign up, and where a flow may return (CONTRACT.md §5d): REGISTRATION is open in
+ * Who may sign up, and where a flow may return (docs/contract.md §5d): REGISTRATION is open in
  * development and closed in production unless set; `invite` lets only invited addresses in; and
  * OAUTH_REDIRECT_ORIGINS adds origins to PUBLIC_URL's instead of replacing it.
  */

@@ -1,4 +1,4 @@
-// Service tokens (CONTRACT.md §5d), HTTP in, HTTP and audit out: a system administrator creates
+// Service tokens (docs/contract.md §5d), HTTP in, HTTP and audit out: a system administrator creates
 // one; a product's backend manages its customers' organizations with it over REST and acts as an
 // admin in the one X-Organization-ID names — and nowhere else, and not after it is revoked.
 import { sql } from 'drizzle-orm';

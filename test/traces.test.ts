@@ -1,4 +1,4 @@
-// OpenTelemetry traces (CONTRACT.md §10 "Traces", decisions 150–151): a spawned Tessera, so the
+// OpenTelemetry traces (docs/contract.md §10 "Traces", decisions 150–151): a spawned Tessera, so the
 // instrumentations load before the app as in `npm start`, exports to an in-process OTLP/HTTP
 // receiver (JSON). Requests in; spans, the webhook receiver's and the fake provider's headers out.
 import { mkdtempSync, rmSync } from 'node:fs';

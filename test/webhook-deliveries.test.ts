@@ -1,4 +1,4 @@
-// The webhook delivery log (CONTRACT.md §11), HTTP in, HTTP and the receiver's requests out: a
+// The webhook delivery log (docs/contract.md §11), HTTP in, HTTP and the receiver's requests out: a
 // system administrator sees what was delivered, what failed and why, and delivers one again —
 // the same webhook-id, a new signature; a delivered one replayed and marked so. A delivery still
 // failing EVENTS_WEBHOOK_MAX_AGE after its event becomes failed and is no longer retried.

@@ -1,5 +1,5 @@
 /**
- * The webhook contract is documented where a product engineer looks (CONTRACT.md §7): every
+ * The webhook contract is documented where a product engineer looks (docs/contract.md §7): every
  * event type, with every field of its data, in the OpenAPI document's `webhooks` object and in
  * docs/webhooks.md.
  */

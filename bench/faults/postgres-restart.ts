@@ -140,7 +140,7 @@ try {
   }
 
   const oddReadyz = readyz.filter((r) => r.status !== 200 && r.status !== 503);
-  report.check('/readyz only ever answers 200 or 503 (CONTRACT §1), never 500 or a timeout', oddReadyz.length === 0, `${statusCounts(readyz)} over ${readyz.length} polls`);
+  report.check('/readyz only ever answers 200 or 503 (docs/contract.md §1), never 500 or a timeout', oddReadyz.length === 0, `${statusCounts(readyz)} over ${readyz.length} polls`);
 
   // Nothing lost.
   let lost = 0;

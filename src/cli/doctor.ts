@@ -1,5 +1,5 @@
 /**
- * `tessera doctor`: the first thing to run on a new deployment (CONTRACT.md §10). Checks, in
+ * `tessera doctor`: the first thing to run on a new deployment (docs/contract.md §10). Checks, in
  * order, the configuration, the database, the keyring and each configured provider's
  * endpoints; prints one line per check, a failure with its fix; exits 1 if any failed.
  * It reads only: nothing is migrated, created or stored (decision 173).

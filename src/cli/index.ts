@@ -1,5 +1,5 @@
 /**
- * `tessera`, the command line (CONTRACT.md §10; decisions 171–176). commander parses; every
+ * `tessera`, the command line (docs/contract.md §10; decisions 171–176). commander parses; every
  * command's code is imported only when that command runs, so `--help` (which commander answers
  * before any action) runs nothing, and `serve` reaches src/main.ts with no server module loaded
  * yet — main.ts starts tracing before it loads the HTTP server and the database drivers.

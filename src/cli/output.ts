@@ -5,7 +5,7 @@
  * be able to rewrite what a person sees.
  */
 
-/** A failure the command line reports as one line: its code (CONTRACT.md §2, or the client's own), the message, and what to do. */
+/** A failure the command line reports as one line: its code (docs/contract.md §2, or the client's own), the message, and what to do. */
 export class CliFailure extends Error {
   readonly code: string | undefined;
   readonly fix: string | undefined;

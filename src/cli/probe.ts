@@ -1,5 +1,5 @@
 /**
- * Whether a provider endpoint's host answers HTTP from here (CONTRACT.md §10 `doctor`): any
+ * Whether a provider endpoint's host answers HTTP from here (docs/contract.md §10 `doctor`): any
  * status at all passes — an endpoint refuses a bare GET in its own way — and only a DNS,
  * connection or TLS failure or a timeout fails. No credential is ever sent.
  */

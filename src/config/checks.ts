@@ -36,7 +36,7 @@ export type At = (label: string) => CheckContext;
  */
 export const SETTING_CHECKS = {
   publicUrl: (c: RawConfig, at: At) => url(c.server.publicUrl ?? defaultPublicUrl(c.server), at('PUBLIC_URL')),
-  // Added to PUBLIC_URL's origin, which is always allowed (CONTRACT.md §5d): Tessera's own pages redirect there.
+  // Added to PUBLIC_URL's origin, which is always allowed (docs/contract.md §5d): Tessera's own pages redirect there.
   redirectOrigins: (c: RawConfig, at: At, done: { publicUrl?: string | undefined }) => {
     const added = each(c.oauth.redirectOrigins ?? [], (value) => origin(value, at('OAUTH_REDIRECT_ORIGINS')));
     return added && [...new Set([...(done.publicUrl ? [new URL(done.publicUrl).origin] : []), ...added])];
@@ -66,7 +66,7 @@ export function isLoopbackHost(hostname: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
-/** The https rule (CONTRACT.md §1): https, or http to a loopback host outside production. */
+/** The https rule (docs/contract.md §1): https, or http to a loopback host outside production. */
 export function allowedScheme(url: URL, isProduction: boolean): boolean {
   return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname) && !isProduction);
 }

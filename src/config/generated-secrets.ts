@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from './load.ts';
 
-/** The secrets development mode generates when they are not set (CONTRACT.md §1). */
+/** The secrets development mode generates when they are not set (docs/contract.md §1). */
 export interface DevSecrets {
   encryptionKeys: string;
   jwtSecret: string;

@@ -3,7 +3,7 @@ import { type Static, type TSchema, Type } from 'typebox';
 /**
  * One declaration per setting: its type, default and bounds (TypeBox, checked by Ajv), the
  * environment variable that sets it, and whether it is a secret. A secret's value never
- * appears in any message, whatever is wrong with it (CONTRACT.md §1). The environment
+ * appears in any message, whatever is wrong with it (docs/contract.md §1). The environment
  * table (`settingsOf`) is derived from these declarations, so there is one list to keep.
  * Rules beyond type and bounds (the https rule, CIDRs, key formats…) are the table
  * `SETTING_CHECKS` in checks.ts, one line per setting.
@@ -39,7 +39,7 @@ const ProviderSettings = Type.Object(
     revokeUrl: Type.Optional(Type.String({ minLength: 1 })),
     /** A value for the definition's `{tenant}` placeholder (Microsoft: common, organizations, consumers or a tenant id). */
     tenant: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._-]+$' })),
-    /** A custom provider's definition (CONTRACT.md §5 "Custom providers"), checked by src/integrations/providers/custom.ts. */
+    /** A custom provider's definition (docs/contract.md §5 "Custom providers"), checked by src/integrations/providers/custom.ts. */
     definition: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: false },
@@ -56,7 +56,7 @@ const Webhook = Type.Object(
 
 const section = <T extends Record<string, TSchema>>(properties: T) => Type.Object(properties, { additionalProperties: false, default: {} });
 
-/** Every setting of CONTRACT.md §1 (and a few of our own), as the config file spells it. */
+/** Every setting of docs/contract.md §1 (and a few of our own), as the config file spells it. */
 export const ConfigSchema = Type.Object(
   {
     env: setting(Type.Union([Type.Literal('development'), Type.Literal('production')], { default: 'development' }), { env: 'APP_ENV' }),

@@ -19,7 +19,7 @@ export const integrations = pgTable(
     organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
     id: text('id').notNull(),
     provider: text('provider').notNull(),
-    /** The end user's id, '' for the organization's own integration: part of the key (CONTRACT.md §5d). */
+    /** The end user's id, '' for the organization's own integration: part of the key (docs/contract.md §5d). */
     endUserKey: text('end_user_key').notNull().default(''),
     /** The end user as the product described them when they last connected; null for the organization's own. */
     endUser: jsonb('end_user').$type<EndUser | null>(),
@@ -120,7 +120,7 @@ export interface ConnectedVia {
   endUser: EndUser | null;
 }
 
-/** The product's end user a connect session is for (CONTRACT.md §5a). */
+/** The product's end user a connect session is for (docs/contract.md §5a). */
 export interface EndUser {
   id: string;
   email?: string;
@@ -128,7 +128,7 @@ export interface EndUser {
 }
 
 /**
- * Connect sessions (CONTRACT.md §5a): a link a product's backend mints so that its end user,
+ * Connect sessions (docs/contract.md §5a): a link a product's backend mints so that its end user,
  * who has no account here, connects one integration for the organization. The secret in the
  * link is stored only as a SHA-256 hash.
  */

@@ -280,7 +280,7 @@ export const backgroundJobs = pgTable('background_jobs', {
 });
 
 /**
- * Service tokens (`tss_…`, CONTRACT.md §5d): a product's backend across all its customers'
+ * Service tokens (`tss_…`, docs/contract.md §5d): a product's backend across all its customers'
  * organizations, created by a system administrator. A global table, not a tenant one: a token
  * belongs to the deployment, not to an organization. Stored as SHA-256 hashes only.
  */

@@ -1,5 +1,5 @@
 /**
- * The webhook delivery log (CONTRACT.md §11): every attempt, written with its outcome on the
+ * The webhook delivery log (docs/contract.md §11): every attempt, written with its outcome on the
  * delivery in one statement by the dispatcher, and read back for system administrators —
  * deliveries newest first across organizations, filtered and paged, each with its attempts.
  */

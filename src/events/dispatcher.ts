@@ -16,7 +16,7 @@ export interface Dispatcher {
   /** One claim+deliver round; returns how many deliveries it attempted. */
   runOnce(): Promise<number>;
   /**
-   * Delivers one delivery again now, whatever its state (CONTRACT.md §11): a delivered one is a
+   * Delivers one delivery again now, whatever its state (docs/contract.md §11): a delivered one is a
    * replay. The attempt is logged like any other; answers what became of it, or why none was made.
    */
   retry(key: DeliveryKey): Promise<{ attempted: true; delivered: boolean } | { attempted: false; reason: 'busy' | 'not_configured' | 'gone' }>;

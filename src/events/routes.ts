@@ -1,5 +1,5 @@
 /**
- * The webhook delivery log over REST (CONTRACT.md §11), for system administrators: what was
+ * The webhook delivery log over REST (docs/contract.md §11), for system administrators: what was
  * delivered, what failed and why, and a retry that delivers one again now (same `webhook-id`,
  * a new signature; a delivered one is replayed, and its attempt says so).
  */

@@ -1,5 +1,5 @@
 /**
- * Every event type and the schema of its `data` (CONTRACT.md §7): one declaration each, which
+ * Every event type and the schema of its `data` (docs/contract.md §7): one declaration each, which
  * types what `Outbox.emit` accepts, documents the OpenAPI document's `webhooks` object and is
  * the reference docs/webhooks.md is checked against. A field added to an event is added here
  * first, or the emitting code does not compile.
@@ -12,7 +12,7 @@ const Nullable = <T extends TSchema>(schema: T, description?: string) => Type.Un
 /** The product's end user an integration or a connect attempt belongs to (null: the organization's own). */
 const EndUser = Nullable(
   Type.Object({ id: Type.String(), email: Type.Optional(Type.String()), displayName: Type.Optional(Type.String()) }, { additionalProperties: false }),
-  "The product's end user (CONTRACT.md §5d); null for the organization's own integration",
+  "The product's end user (docs/contract.md §5d); null for the organization's own integration",
 );
 
 /** Fields every event's data carries: added by the outbox. */
@@ -79,7 +79,7 @@ export const EVENT_DATA = {
     {
       ...AboutIntegration,
       sessionId: Nullable(Type.String(), 'The connect session of the attempt; null for a flow an owner or admin started'),
-      code: Type.String({ description: 'The error code of CONTRACT.md §2 (ACCESS_DENIED, OAUTH_EXCHANGE_FAILED, …)' }),
+      code: Type.String({ description: 'The error code of docs/contract.md §2 (ACCESS_DENIED, OAUTH_EXCHANGE_FAILED, …)' }),
     },
     'A connect attempt through a connect session or the page failed.',
   ),

@@ -1,5 +1,5 @@
 /**
- * GraphQL for credentials (CONTRACT.md §6, §5d): personal access tokens, API tokens and
+ * GraphQL for credentials (docs/contract.md §6, §5d): personal access tokens, API tokens and
  * service tokens (listed without their values; created ones carry `token` once), and the
  * Session a switch returns.
  */

@@ -2,7 +2,7 @@ import { type ASTNode, type GraphQLError, Kind, parse, visit } from 'graphql';
 import { AppError, type ErrorDetail } from '../http/errors.ts';
 
 /**
- * Which argument or variable an input error is about, as `details` (CONTRACT.md §2's
+ * Which argument or variable an input error is about, as `details` (docs/contract.md §2's
  * `[{path, message}]`) for `extensions.details`: a service's refusal names the argument it
  * checked (`name`, `first`); graphql-js's refusal of a literal names `<field>.<argument>` (and the
  * input fields below it), of a variable `variables.<name>`. Only with introspection on for the

@@ -1,5 +1,5 @@
 /**
- * GraphQL for organizations, members and invitations (CONTRACT.md §6): their object types,
+ * GraphQL for organizations, members and invitations (docs/contract.md §6): their object types,
  * queries and mutations. Resolvers call the same services as the REST routes, with the
  * request's unit of work.
  */

@@ -122,7 +122,7 @@ const AuditConnectionRef = builder.objectRef<AuditPage>('AuditLogConnection').im
 
 const credential = credentialTypes(builder);
 
-/** An end user's id as an argument: 1–128 printable characters, like everywhere else (CONTRACT.md §5a). */
+/** An end user's id as an argument: 1–128 printable characters, like everywhere else (docs/contract.md §5a). */
 function endUserIdArg(value: string): string {
   if (!PRODUCT_ID.test(value)) throw new AppError('INVALID_INPUT', { details: [{ path: 'endUser', message: "must be an end user's id (1–128 printable characters)" }] });
   return value;
@@ -169,7 +169,7 @@ builder.queryType({
       },
       resolve: async (_root, args, ctx) => {
         const caller = principalOf(ctx);
-        // Entering an organization is for reading it, its audit log included (CONTRACT.md §11).
+        // Entering an organization is for reading it, its audit log included (docs/contract.md §11).
         const principal = requireRole(caller, caller.organizationId, caller.entered ? 'member' : 'admin');
         const first = args.first ?? DEFAULT_PAGE_SIZE;
         if (first < 1 || first > MAX_PAGE_SIZE) throw new AppError('INVALID_INPUT', { details: [{ path: 'first', message: `must be 1–${MAX_PAGE_SIZE}` }] });
@@ -219,7 +219,7 @@ let schema: GraphQLSchema | undefined;
 /**
  * Refuses a service token every root field not on its list (identity/service-token-rights.ts):
  * a field added later is refused to it until the list names it. A system administrator who
- * entered an organization only reads there (CONTRACT.md §11): every mutation is refused to them.
+ * entered an organization only reads there (docs/contract.md §11): every mutation is refused to them.
  */
 function guardRootFields(built: GraphQLSchema): GraphQLSchema {
   const mutations = built.getMutationType();
@@ -240,7 +240,7 @@ function guardRootFields(built: GraphQLSchema): GraphQLSchema {
   return built;
 }
 
-/** The GraphQL schema (CONTRACT.md §6), built once. */
+/** The GraphQL schema (docs/contract.md §6), built once. */
 export function graphqlSchema(): GraphQLSchema {
   schema ??= guardRootFields(resolvedOncePerRequest(builder.toSchema({ sortSchema: false })));
   return schema;

@@ -130,7 +130,7 @@ export function renderApiReference(document: Document): string {
     '',
     '<!-- Generated from the OpenAPI document (GET /api-docs) by `npm run docs:api`; a test fails when it drifts. Do not edit by hand. -->',
     '',
-    'Every answer is JSON and carries `X-Request-ID`; every error is `{success: false, error, code, requestId}` (plus `details` for input errors), `code` one of CONTRACT §2\'s codes (the `Error` schema below). Webhook events: docs/webhooks.md. The same document, browsable: `GET /docs`.',
+    'Every answer is JSON and carries `X-Request-ID`; every error is `{success: false, error, code, requestId}` (plus `details` for input errors), `code` one of docs/contract.md §2\'s codes (the `Error` schema below). Webhook events: docs/webhooks.md. The same document, browsable: `GET /docs`.',
     '',
   ];
   for (const tag of [...byTag.keys()].sort()) {

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { newId } from '../lib/ids.ts';
 import { AppError, type ErrorCode, errorBody } from './errors.ts';
 
-/** Node's parser and timeout errors, as the contract's codes (CONTRACT.md §2, "Errors of the HTTP layer"). */
+/** Node's parser and timeout errors, as the contract's codes (docs/contract.md §2, "Errors of the HTTP layer"). */
 function appErrorFor(code: string | undefined): AppError {
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return new AppError('REQUEST_TIMEOUT');
   if (code === 'HPE_HEADER_OVERFLOW') return new AppError('HEADERS_TOO_LARGE');

@@ -9,7 +9,7 @@ export interface Principal {
   kind: CredentialKind;
   /** Effective user (the impersonated one while impersonating); null for API and service tokens. */
   userId: string | null;
-  /** The organization it acts in; '' for a service token acting in none (organization management, CONTRACT.md §5d). */
+  /** The organization it acts in; '' for a service token acting in none (organization management, docs/contract.md §5d). */
   organizationId: string;
   role: Role;
   /** Id of the session, PAT, API token or service token that authenticated the request. */
@@ -19,7 +19,7 @@ export interface Principal {
   impersonatorId?: string;
   /**
    * Set when a system administrator entered this organization with `X-Organization-ID` on their
-   * own session (CONTRACT.md §11): they read there as a member would (and its audit log), never
+   * own session (docs/contract.md §11): they read there as a member would (and its audit log), never
    * a token read or a write; `role` is `member`.
    */
   entered?: true;

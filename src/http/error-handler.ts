@@ -2,7 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorCode, type ErrorDetail, errorBody } from './errors.ts';
 
 /**
- * The single error handler (CONTRACT.md §2): rolls back the request's transaction,
+ * The single error handler (docs/contract.md §2): rolls back the request's transaction,
  * renders every failure as `{success:false, error, code, requestId}`, logs unknown errors
  * with their stack (throttled), and reports each 401 to `authenticationFailed`.
  */

@@ -1,5 +1,5 @@
 /**
- * The contract's error codes (CONTRACT.md §2), declared once with their HTTP status
+ * The contract's error codes (docs/contract.md §2), declared once with their HTTP status
  * and default message. Routes throw `new AppError('CODE')`; one handler renders them.
  */
 export const ERROR_CODES = {
@@ -62,7 +62,7 @@ export class AppError extends Error {
   }
 }
 
-/** The body every error response carries (CONTRACT.md §2). */
+/** The body every error response carries (docs/contract.md §2). */
 export interface ErrorBody {
   success: false;
   error: string;

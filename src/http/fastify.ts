@@ -11,7 +11,7 @@ import type { TypedFastify } from './typed.ts';
 import { installValidation } from './validation.ts';
 import { routeTracer } from '../telemetry/tracing.ts';
 
-/** Bodies over 1 MiB get 413 (CONTRACT.md §2). */
+/** Bodies over 1 MiB get 413 (docs/contract.md §2). */
 const BODY_LIMIT = 1024 * 1024;
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The one check every state-changing form of our HTML pages passes (CONTRACT.md §5a): a post
+ * The one check every state-changing form of our HTML pages passes (docs/contract.md §5a): a post
  * is the page's own only when it carries a nonce that page was shown, bound to a cookie the
  * page set in this browser, used once, and the browser says it did not come from another
  * site. Anything else — a link, a GET, another site's form, a replayed or invented nonce — is

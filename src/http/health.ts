@@ -11,7 +11,7 @@ export interface Readiness {
   checks: ReadinessCheck[];
 }
 
-/** `GET /livez` and `GET /readyz` (CONTRACT.md §1), unversioned and unauthenticated. */
+/** `GET /livez` and `GET /readyz` (docs/contract.md §1), unversioned and unauthenticated. */
 export function healthRoutes(app: TypedFastify, database: Database, readiness: Readiness): void {
   const schema = (summary: string) => ({
     summary,

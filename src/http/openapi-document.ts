@@ -1,5 +1,5 @@
 /**
- * What makes the generated OpenAPI document one a client generator can trust (CONTRACT.md §8),
+ * What makes the generated OpenAPI document one a client generator can trust (docs/contract.md §8),
  * applied once to the whole document rather than in every route file, so a route added later
  * is held to it too: operationIds, the proxy's named multi-segment parameter, response headers,
  * and shared shapes named in `components.schemas`.
@@ -22,7 +22,7 @@ export const RESPONSE_HEADERS = {
 } as const;
 
 /**
- * The cookies each operation sets (CONTRACT.md §3, §5): named here because the route's schema
+ * The cookies each operation sets (docs/contract.md §3, §5): named here because the route's schema
  * cannot say it. Test `openapi-contract` checks each against what the route really sends.
  */
 const COOKIES: Readonly<Record<string, string>> = {

@@ -4,7 +4,7 @@ import { EVENT_DATA, EVENT_TYPES, eventEnvelope } from '../events/types.ts';
 import { finishDocument, nameWildcard } from './openapi-document.ts';
 import type { TypedFastify } from './typed.ts';
 
-/** Registers the OpenAPI generator (CONTRACT.md §8): every route registered after it is documented from its schema. */
+/** Registers the OpenAPI generator (docs/contract.md §8): every route registered after it is documented from its schema. */
 export async function registerOpenApi(fastify: TypedFastify, config: Config): Promise<void> {
   // Paths (as documented) whose last parameter spans segments; filled while routes are read, used when the document is finished.
   const multiSegment = new Set<string>();
@@ -45,7 +45,7 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
 }
 
 /**
- * The events Tessera posts to `EVENTS_WEBHOOK_URL` (CONTRACT.md §7), one per type, signed per
+ * The events Tessera posts to `EVENTS_WEBHOOK_URL` (docs/contract.md §7), one per type, signed per
  * Standard Webhooks; how to verify them is docs/webhooks.md.
  */
 function webhooks(): Record<string, unknown> {

@@ -8,7 +8,7 @@ import { pathOnly } from './logging.ts';
 import { documentRouteErrors, headerCredentialsOnly } from './route-errors.ts';
 
 /**
- * Route authentication classes (CONTRACT.md §4): authenticated = base + 6–9,
+ * Route authentication classes (docs/contract.md §4): authenticated = base + 6–9,
  * public = base + 9, unauthenticated = base only.
  */
 export type RouteClass = 'authenticated' | 'public' | 'unauthenticated';
@@ -75,7 +75,7 @@ export function requestIdFrom(header: string | string[] | undefined): string {
 }
 
 /**
- * The pipeline's steps in the contract's order (CONTRACT.md §4), each with the route
+ * The pipeline's steps in the contract's order (docs/contract.md §4), each with the route
  * classes that run it: the one list `installPipeline`'s runner walks. Unwinding runs in
  * reverse: the handler's wrapper commits the transaction, the error handler rolls it back
  * and answers, `onResponse` logs the finish.

@@ -62,7 +62,7 @@ export async function createRateLimiter(
     if (request.ctx?.organizationKey) await byOrganization(request, reply);
   };
   // Per e-mail *and* address: a flood of wrong passwords for one e-mail from elsewhere never
-  // refuses its owner on an address of their own (CONTRACT.md §4). The plugin's key
+  // refuses its owner on an address of their own (docs/contract.md §4). The plugin's key
   // generator sees only the request: the handler hands the e-mail over here, typed.
   const emails = new WeakMap<FastifyRequest, string>();
   const byEmail = await limiter((request) => `email:${emails.get(request) ?? ''} ip:${request.ip}`);

@@ -49,7 +49,7 @@ function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' |
   if ([...methods].some((method) => BODY_METHODS.has(method))) add('INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE');
   if (schema.params || schema.querystring) add('INVALID_INPUT');
   if (/[:*]/.test(route.url ?? '')) add('NOT_FOUND');
-  // A service token naming an organization that does not exist (CONTRACT.md §5d).
+  // A service token naming an organization that does not exist (docs/contract.md §5d).
   if ([...methods].some((method) => serviceTokenRoute(method, route.url)?.scope === 'organization')) add('NOT_FOUND');
   add(...(route.config?.errors ?? []));
   return codes;
@@ -57,7 +57,7 @@ function routeErrorCodes(route: Pick<RouteOptions, 'method' | 'url' | 'schema' |
 
 /**
  * Routes that take credentials from the Authorization header only, besides those declaring
- * `config.credentials: 'header'` themselves (CONTRACT.md §4: raw token reads and proxy calls).
+ * `config.credentials: 'header'` themselves (docs/contract.md §4: raw token reads and proxy calls).
  * The pipeline refuses a cookie session there (401) and OpenAPI names the bearer scheme alone.
  * Connect sessions take the console's cookie session too (§5a).
  */

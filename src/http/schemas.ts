@@ -1,14 +1,14 @@
 import { Type } from 'typebox';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
 
-/** Every code of the one error table (CONTRACT.md §2): what `code` of an error body can be. */
+/** Every code of the one error table (docs/contract.md §2): what `code` of an error body can be. */
 export const ErrorCodeSchema = Type.Unsafe<ErrorCode>({
   type: 'string',
   enum: Object.keys(ERROR_CODES),
-  description: 'What failed, one of the codes of CONTRACT.md §2; `error` says it for people',
+  description: 'What failed, one of the codes of docs/contract.md §2; `error` says it for people',
 });
 
-/** The error body of CONTRACT.md §2, used as every route's error response schema. */
+/** The error body of docs/contract.md §2, used as every route's error response schema. */
 export const ErrorResponse = Type.Object(
   {
     success: Type.Literal(false),

@@ -1,5 +1,5 @@
 /**
- * From a request's credentials to its caller (CONTRACT.md §3): the `Authorization`
+ * From a request's credentials to its caller (docs/contract.md §3): the `Authorization`
  * header (a PAT, an API token, a service token or a session JWT, told apart by prefix),
  * else the `session` cookie. The SQL checks are caller-check.ts and service-tokens.ts;
  * the pipeline steps, steps.ts.
@@ -37,7 +37,7 @@ export async function authenticate(deps: CredentialDeps, request: FastifyRequest
     : sessionCredential(deps.sessionTokens, token ?? sessionCookie(request));
   const principal = await checkCredential(deps.db, credential, token === null);
   const wanted = organizationHeader(request);
-  // A system administrator's own session enters any organization, to read there (CONTRACT.md §11).
+  // A system administrator's own session enters any organization, to read there (docs/contract.md §11).
   if (wanted && wanted !== principal.organizationId && principal.kind === 'jwt' && principal.systemAdmin && !request.ctx.impersonateUserId) {
     return enterOrganization(deps.db, request, principal, wanted);
   }

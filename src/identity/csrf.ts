@@ -12,7 +12,7 @@ export const CSRF_COOKIE = 'csrf_token';
 export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
- * The CSRF part of step 9 (CONTRACT.md §4). Unsafe requests authenticated by the
+ * The CSRF part of step 9 (docs/contract.md §4). Unsafe requests authenticated by the
  * `session` cookie must be JSON, come from an allowed `Origin` when one is sent, and echo
  * the session's CSRF token in `X-Csrf-Token`; public unsafe requests (login, register, the
  * POST callback) only get the `Origin` check (login CSRF). Header credentials are exempt; so are

@@ -1,5 +1,5 @@
 /**
- * A system administrator entering an organization (CONTRACT.md §11): `X-Organization-ID` on
+ * A system administrator entering an organization (docs/contract.md §11): `X-Organization-ID` on
  * their own session makes them read there as a member would — lists, statuses, the audit log —
  * never a token read or a write, and every such request leaves an audit row in that organization.
  */

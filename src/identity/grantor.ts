@@ -1,5 +1,5 @@
 /**
- * Delegated authority (CONTRACT.md §5a, §3): something minted by a credential — a connect
+ * Delegated authority (docs/contract.md §5a, §3): something minted by a credential — a connect
  * session today; agent capabilities and a service's tokens later — is usable only while the
  * credential that minted it could still mint it. One check, in SQL, for every kind, so each
  * delegated thing asks the same question and a statement can fold it into its own lookup.
@@ -28,7 +28,7 @@ const MANAGER = sql`EXISTS (SELECT 1 FROM memberships m WHERE m.organization_id 
 /**
  * True while the grantor could still mint in `organizationId`: an API token of that
  * organization neither revoked nor expired; a service token neither revoked nor expired (it may
- * act in any organization, CONTRACT.md §5d); a person still owner or admin there, through
+ * act in any organization, docs/contract.md §5d); a person still owner or admin there, through
  * the login session that minted it still open (not logged out, not expired) or the personal
  * access token still valid and still listing the organization. Any other kind: false, so a
  * kind added without its rule here grants nothing.

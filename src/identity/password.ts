@@ -6,7 +6,7 @@ const P = 1;
 const KEY_LENGTH = 32;
 
 export interface PasswordHasherOptions {
-  /** log2 of scrypt's N: 17 in production (CONTRACT.md §3); tests lower it. */
+  /** log2 of scrypt's N: 17 in production (docs/contract.md §3); tests lower it. */
   cost: number;
   /** Hashes computed at once; each takes 128 MiB at cost 17, so this bounds memory. */
   concurrency?: number;

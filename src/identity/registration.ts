@@ -1,5 +1,5 @@
 /**
- * Who may register (CONTRACT.md §5d): everyone (`open`), only an address with a pending
+ * Who may register (docs/contract.md §5d): everyone (`open`), only an address with a pending
  * invitation (`invite`), or nobody (`closed`, production's default: a deployment must be public
  * for its hosted connect pages, and that must not open sign-up to the internet).
  */

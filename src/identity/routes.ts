@@ -10,7 +10,7 @@ import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, UserSc
 import { csrfToken, login, logout, switchTo } from './session-routes.ts';
 import { findUserById, insertUser, publicUser, setDefaultOrganization } from './users.ts';
 
-/** Registration, login, logout, CSRF and account routes (CONTRACT.md §3); organizations have their own (organizations/routes.ts). */
+/** Registration, login, logout, CSRF and account routes (docs/contract.md §3); organizations have their own (organizations/routes.ts). */
 export function identityRoutes(app: TypedFastify, services: Services): void {
   register(app, services);
   login(app, services);

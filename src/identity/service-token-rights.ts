@@ -1,5 +1,5 @@
 /**
- * What a service token may do (CONTRACT.md §5d), as one short list: the REST routes and the
+ * What a service token may do (docs/contract.md §5d), as one short list: the REST routes and the
  * GraphQL root fields it reaches. Everything else — a route or field added later included — is
  * refused with 403: signing in, impersonating, starting an OAuth flow, switching organization,
  * personal access tokens, users and service tokens themselves. The authentication step reads

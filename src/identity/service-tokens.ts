@@ -1,5 +1,5 @@
 /**
- * Service tokens (`tss_…`, CONTRACT.md §5d): one credential for a product's backend across
+ * Service tokens (`tss_…`, docs/contract.md §5d): one credential for a product's backend across
  * all its customers' organizations. A system administrator creates, lists and revokes them;
  * the authentication step checks them (`checkServiceToken`) as one more credential kind, and
  * what they may do is the list in service-token-rights.ts.

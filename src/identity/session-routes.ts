@@ -1,4 +1,4 @@
-/** Routes that issue, show or end session tokens (CONTRACT.md §3); identityRoutes (routes.ts) registers them in order. */
+/** Routes that issue, show or end session tokens (docs/contract.md §3); identityRoutes (routes.ts) registers them in order. */
 import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import type { FastifyReply } from 'fastify';

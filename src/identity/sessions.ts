@@ -16,7 +16,7 @@ export interface SessionGrant {
   expiresAt: Date;
 }
 
-/** The body of login and of an organization switch (CONTRACT.md §3). */
+/** The body of login and of an organization switch (docs/contract.md §3). */
 export interface SessionBody {
   success: true;
   accessToken: string;

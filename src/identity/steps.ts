@@ -1,5 +1,5 @@
 /**
- * The identity feature's pipeline steps (CONTRACT.md §4): 6 impersonation, 7
+ * The identity feature's pipeline steps (docs/contract.md §4): 6 impersonation, 7
  * authentication, 8 system-admin context, 9 CSRF and rate limiting, and the count of
  * failed authentications the error handler reports.
  */

@@ -9,7 +9,7 @@ import { endUserKey } from './integrations.ts';
 
 /**
  * Deletes every integration of one end user of the caller's organization (owner/admin, API
- * token; CONTRACT.md §5d), each exactly as a single delete does — secrets and entity, audit
+ * token; docs/contract.md §5d), each exactly as a single delete does — secrets and entity, audit
  * row, `integration.deleted`, the grant revoked after the commit — all in the request's
  * transaction. Returns how many there were (0 is not an error: the end user has none).
  */

@@ -16,7 +16,7 @@ export function endUserKey(endUserId: string | null | undefined): string {
 }
 
 /**
- * The one rule that picks an integration by provider (CONTRACT.md §5d): organization,
+ * The one rule that picks an integration by provider (docs/contract.md §5d): organization,
  * provider and end user — never by provider alone. Written once as SQL over the
  * `integrations` columns so the hot path's statements (tokens/fast-read.ts) and every other
  * lookup say the same thing; each value may be a parameter, a placeholder or a column.
@@ -153,7 +153,7 @@ export interface CurrentAccount {
 
 /**
  * The accounts connected now for an end user (null: the organization's own), by provider —
- * what the hosted connect page names before a person replaces one (CONTRACT.md §5d). The
+ * what the hosted connect page names before a person replaces one (docs/contract.md §5d). The
  * username is read from the integration's encrypted `provider_username` (the account id when
  * there is none).
  */

@@ -62,7 +62,7 @@ export function invalidPath(): AppError {
 
 /**
  * Takes `endUser` out of a proxied call's raw query string (`?…` or ''): it selects our
- * integration (CONTRACT.md §5d) and is never forwarded, under any spelling of its name. The
+ * integration (docs/contract.md §5d) and is never forwarded, under any spelling of its name. The
  * other parameters pass byte for byte. Given twice, or not an end user's id → 400.
  */
 export function takeEndUser(query: string): { endUserId: string | null; forwarded: string } {
@@ -131,7 +131,7 @@ export interface ProxyDeps {
 }
 
 /**
- * An API call on the caller's behalf (CONTRACT.md §5), for any consumer — the REST route, an
+ * An API call on the caller's behalf (docs/contract.md §5), for any consumer — the REST route, an
  * MCP tool: the integration's token (refreshed if due), the call through the provider
  * transport, and what its answer means (policy.ts, point `call`): a rejection is re-read,
  * then refreshed, then retried once before it is believed (decision 37); a 403 passes through

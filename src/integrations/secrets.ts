@@ -4,7 +4,7 @@ import type { Db } from '../db/client.ts';
 import { integrationSecrets } from '../db/schema.ts';
 import { open, seal } from '../secrets/crypto.ts';
 
-/** The six secrets of an integration (SEED.md), by their short names. */
+/** The six secrets of an integration (docs/seed.md), by their short names. */
 export const SECRET_KINDS = ['access_token', 'refresh_token', 'expires_at', 'provider_user_id', 'provider_username', 'provider_email'] as const;
 export type SecretKind = (typeof SECRET_KINDS)[number];
 export type SecretValues = Partial<Record<SecretKind, string>>;

@@ -9,7 +9,7 @@ const VERSION = 1;
 const NONCE_BYTES = 16;
 const MAC_BYTES = 32;
 
-/** What an OAuth state carries (SEED.md: organization, provider, 16 random bytes; plus issue time). */
+/** What an OAuth state carries (docs/seed.md: organization, provider, 16 random bytes; plus issue time). */
 export interface StatePayload {
   organizationId: string;
   provider: string;

@@ -17,7 +17,7 @@ export const REASONS = {
   revokedAtProvider: 'access revoked at the provider',
 } as const;
 
-/** The status object the user interface shows (SEED.md, CONTRACT.md §5). */
+/** The status object the user interface shows (docs/seed.md, docs/contract.md §5). */
 export interface StatusObject {
   provider: string;
   connected: boolean;
@@ -51,7 +51,7 @@ export function statusObject(row: IntegrationRow, displayName: string, now = Dat
     case 'connected':
       return { ...base, status, connected: true, tokenValid: true, tokenExpired: false, message: `${displayName} is connected.`, actions: [] };
     case 'warning':
-      // Rejected client credentials are this deployment's to fix: a refresh cannot help (CONTRACT.md §5).
+      // Rejected client credentials are this deployment's to fix: a refresh cannot help (docs/contract.md §5).
       if (row.lastError === REASONS.misconfigured) {
         return {
           ...base,
@@ -102,7 +102,7 @@ export function statusObject(row: IntegrationRow, displayName: string, now = Dat
   }
 }
 
-/** How a status change was learnt (CONTRACT.md §5b `source`): named in `integration.status_changed`. */
+/** How a status change was learnt (docs/contract.md §5b `source`): named in `integration.status_changed`. */
 export type TransitionSource = 'refresh' | 'validation' | 'proxy' | 'provider_event' | 'connect';
 
 export interface Transition {

@@ -1,5 +1,5 @@
 /**
- * Retention (CONTRACT.md §11): finished connect sessions, delivered or failed webhook deliveries
+ * Retention (docs/contract.md §11): finished connect sessions, delivered or failed webhook deliveries
  * (with their attempts, and then the events no delivery needs any more) and expired OAuth states
  * are deleted once they are `RETENTION_DAYS` old. Audit rows are kept. A pass is one background
  * job for the whole deployment (`claimJob`), deleting in small batches, each claimed with

@@ -27,7 +27,7 @@ export function monotonicIds(): () => string {
   return () => next();
 }
 
-/** Provider ids (CONTRACT.md §1): lower-case, a letter first, 2–32 characters. */
+/** Provider ids (docs/contract.md §1): lower-case, a letter first, 2–32 characters. */
 export const PROVIDER_ID = /^[a-z][a-z0-9]{1,31}$/;
 
 /** The shape of our ids (ULID, Crockford base32): anything else names nothing. */
@@ -42,7 +42,7 @@ export function newSecret(): string {
 export const SECRET = /^[A-Za-z0-9_-]{43}$/;
 
 /**
- * Ids a product gives us for its own things (CONTRACT.md §5a: an organization's `externalId`,
+ * Ids a product gives us for its own things (docs/contract.md §5a: an organization's `externalId`,
  * an end user's `id`): 1–128 printable characters — none a control, format or unassigned
  * character (`\p{C}`), so they print as what they are. As a JSON-schema pattern (Ajv: `u` flag).
  */

@@ -1,5 +1,5 @@
 /**
- * Membership by invitation (CONTRACT.md §3): an owner or admin invites an e-mail address, and
+ * Membership by invitation (docs/contract.md §3): an owner or admin invites an e-mail address, and
  * only the person signed in with that account e-mail, holding the invitation's single-use
  * token, can accept. E-mail addresses are not verified, so the address alone proves nothing:
  * the token travels only in the `organization.member_invited` event, for the product to send

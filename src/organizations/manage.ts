@@ -1,5 +1,5 @@
 /**
- * Organizations managed as a whole (CONTRACT.md §5d): listed, read, renamed and deleted —
+ * Organizations managed as a whole (docs/contract.md §5d): listed, read, renamed and deleted —
  * by a product's service token across its customers, or by an organization's own people.
  * `listOrganizations` answers for any caller the route has authorized (a system
  * administrator's console may list with it too).
@@ -19,7 +19,7 @@ export interface OrganizationListed extends OrganizationRef {
   createdAt: Date;
 }
 
-/** How many of an organization's integrations are in each status (CONTRACT.md §11). */
+/** How many of an organization's integrations are in each status (docs/contract.md §11). */
 export interface Health {
   connected: number;
   warning: number;

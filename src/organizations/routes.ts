@@ -1,5 +1,5 @@
 /**
- * Organizations over REST (CONTRACT.md §3, §5d): a user creates one and owns it; a product's
+ * Organizations over REST (docs/contract.md §3, §5d): a user creates one and owns it; a product's
  * service token creates, finds (by its own `externalId`), renames and deletes its customers'
  * organizations. Deleting one offboards it: everything it holds goes in one transaction, and
  * its grants are revoked at their providers after the commit.
@@ -31,7 +31,7 @@ function listedView(organization: OrganizationListed) {
   return { id: organization.id, name: organization.name, externalId: organization.externalId, createdAt: organization.createdAt.toISOString() };
 }
 
-/** The caller may list every organization: a service token, or a system administrator as themselves (CONTRACT.md §11). */
+/** The caller may list every organization: a service token, or a system administrator as themselves (docs/contract.md §11). */
 function assertLister(principal: Principal | null): void {
   if (principal?.kind === 'service_token') return;
   if (principal?.systemAdmin && principal.userId && !principal.impersonatorId && !principal.entered) return;

@@ -1,5 +1,5 @@
 /**
- * OpenTelemetry traces over OTLP/HTTP (CONTRACT.md §10), configured by the standard `OTEL_*`
+ * OpenTelemetry traces over OTLP/HTTP (docs/contract.md §10), configured by the standard `OTEL_*`
  * variables only. Loaded by main.ts — before the HTTP server and the database drivers, so the
  * instrumentations see them — and only when `tracesWanted()` says so: otherwise none of this
  * code, nor the SDK, is ever imported (decisions 150–152).

@@ -1,5 +1,5 @@
 /**
- * The points where Tessera's own code makes spans (CONTRACT.md §10 "Traces"): provider calls,
+ * The points where Tessera's own code makes spans (docs/contract.md §10 "Traces"): provider calls,
  * refreshes, validation passes, webhook deliveries, PGlite statements, and the route of a request.
  * This file imports no OpenTelemetry code at all: `otel.ts` (loaded only when an OTLP endpoint is
  * configured) installs the hooks, and until it does every function here is a plain call — no

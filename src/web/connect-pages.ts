@@ -1,6 +1,6 @@
 /**
  * The pages an end user sees when a product sends them through a connect session
- * (CONTRACT.md §5a): the hosted page listing the allowed providers and the pages for a session
+ * (docs/contract.md §5a): the hosted page listing the allowed providers and the pages for a session
  * that cannot be used (the page ending a popup's flow is the callback's: integrations/connect/
  * pages.ts). Server-rendered HTML with every value escaped, no inline script or style (the CSP
  * allows none), a plain form that works without JavaScript — and a flow starts only from that form.
@@ -51,7 +51,7 @@ const REFUSED_NOTICE = 'Nothing was started. To connect an account, choose the s
 
 /**
  * The hosted page of a usable session: the organization, and one form — a button per
- * allowed provider, and a nonce for this browser (CONTRACT.md §5a). Its policy lets the form's
+ * allowed provider, and a nonce for this browser (docs/contract.md §5a). Its policy lets the form's
  * answer redirect to those providers' sign-in pages and nowhere else.
  */
 async function hostedPage(services: Services, request: FastifyRequest, reply: FastifyReply, session: ConnectSession, secret: string, options: { popup: boolean; refused?: boolean }): Promise<string> {
@@ -62,7 +62,7 @@ async function hostedPage(services: Services, request: FastifyRequest, reply: Fa
   const nonce = await services.forms.issue(request, reply, action);
   const signInOrigins = [...new Set(providers.map((provider) => new URL(provider.context.endpoints.authUrl).origin))];
   reply.headers({ ...CONNECT_PAGE_HEADERS, 'content-security-policy': contentSecurityPolicy(signInOrigins) }).type('text/html; charset=utf-8');
-  // Before the person leaves for a provider, they learn which account is connected now and that continuing replaces it (CONTRACT.md §5d).
+  // Before the person leaves for a provider, they learn which account is connected now and that continuing replaces it (docs/contract.md §5d).
   const connected = await currentAccounts(services, session.organizationId, session.endUser?.id ?? null);
   const buttons = providers
     .map((provider) => {

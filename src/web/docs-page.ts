@@ -25,7 +25,7 @@ const DOCS_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-cache',
 };
 
-/** `GET /docs` (CONTRACT.md §8): the OpenAPI document rendered for people, unauthenticated like `/api-docs`. */
+/** `GET /docs` (docs/contract.md §8): the OpenAPI document rendered for people, unauthenticated like `/api-docs`. */
 export function docsPageRoutes(app: TypedFastify): void {
   staticFileRoutes(
     app,

@@ -17,7 +17,7 @@ export const CONSOLE_SECTIONS = ['integrations', 'members', 'api-tokens', 'servi
 
 const STATIC_FILES = [
   { url: '/', file: 'index.html', type: 'text/html; charset=utf-8' },
-  // An invitation's link (CONTRACT.md §3): the same page for every id, which the page reads from its address.
+  // An invitation's link (docs/contract.md §3): the same page for every id, which the page reads from its address.
   { url: '/invitations/:id', file: 'invitation.html', type: 'text/html; charset=utf-8' },
   { url: '/assets/app.js', file: 'app.js', type: 'text/javascript; charset=utf-8' },
   { url: '/assets/api.js', file: 'api.js', type: 'text/javascript; charset=utf-8' },

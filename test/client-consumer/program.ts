@@ -1,6 +1,6 @@
 // A product's backend using @tessera/client as installed from its tarball (test/client-package.test.ts
 // copies this file into an empty project, type-checks it strictly and runs it). Every method of
-// CONTRACT.md §10, against a live Tessera with fake providers. Phase `setup` provisions a customer
+// docs/contract.md §10, against a live Tessera with fake providers. Phase `setup` provisions a customer
 // and mints a connect link; the test then connects the end user in a "browser"; phase `use` does the
 // rest. Prints one JSON line of what it saw; throws on anything unexpected.
 import { type Integration, Tessera, TesseraError, verifyWebhook, type WebhookEvent } from '@tessera/client';

@@ -1,4 +1,4 @@
-// What a browser does with a connect session's hosted page (CONTRACT.md §5a), through inject:
+// What a browser does with a connect session's hosted page (docs/contract.md §5a), through inject:
 // load the page (keeping the form cookie it sets), then press a provider's button — a form post
 // carrying the page's nonce.
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';

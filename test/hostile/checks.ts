@@ -1,5 +1,5 @@
 /**
- * What every response of the hostile tests is held to (CONTRACT.md §2, §5, §8): the error shape
+ * What every response of the hostile tests is held to (docs/contract.md §2, §5, §8): the error shape
  * and codes, X-Request-ID, the OpenAPI document, no internals, no secret in a response or a log
  * line, and nothing sent to the fakes outside their API base or to the attacker at all.
  */

@@ -1,5 +1,5 @@
 // Whatever value a secret setting holds, no configuration problem shows any run of 8 of its
-// characters (CONTRACT.md §1: a config error never prints any part of a secret value).
+// characters (docs/contract.md §1: a config error never prints any part of a secret value).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SCALE } from './world.ts';

@@ -88,7 +88,7 @@ describe('every documented route, walked as documented', () => {
     await call('delete integration', 'DELETE', `/v1/integrations/${slackId}`, 200, auth);
     await call("list an end user's integrations", 'GET', '/v1/integrations?provider=github&endUser=walker', 200, auth);
     await call("delete an end user's integrations", 'DELETE', '/v1/integrations?endUser=walker', 200, auth);
-    // Organizations as a whole (CONTRACT.md §5d): read and renamed by their owner, listed by a system administrator's service token, offboarded by the owner.
+    // Organizations as a whole (docs/contract.md §5d): read and renamed by their owner, listed by a system administrator's service token, offboarded by the owner.
     const secondId = second.json().organization.id as string;
     await call('read organization', 'GET', `/v1/organizations/${secondId}`, 200, auth);
     await call('rename organization', 'PATCH', `/v1/organizations/${secondId}`, 200, auth, { name: 'Second, renamed' });

@@ -1,5 +1,5 @@
 // Text a provider sends at its token endpoint — any string, binary, markup, our own client secret
-// echoed back, 100 KB — reaches a log line only as a short identifier (CONTRACT.md §2), and the
+// echoed back, 100 KB — reaches a log line only as a short identifier (docs/contract.md §2), and the
 // answer is an error of the contract, whatever shape the refusal comes in.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,5 +1,5 @@
 // Any request to a documented REST route — arbitrary bodies, headers, path segments, methods and
-// credentials — is answered as CONTRACT.md §2 and the OpenAPI document say, and leaks nothing.
+// credentials — is answered as docs/contract.md §2 and the OpenAPI document say, and leaks nothing.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Route } from '../helpers/openapi.ts';

@@ -28,7 +28,7 @@ export const RUNS = { rest: Math.ceil(300 * SCALE), graphql: Math.ceil(150 * SCA
 export const ONE_MIB = 1024 * 1024;
 export const PUBLIC_ORIGIN = 'http://127.0.0.1:8080';
 
-/** CONTRACT.md §2: every error code and its status. */
+/** docs/contract.md §2: every error code and its status. */
 export const CONTRACT_CODES: Readonly<Record<string, number>> = {
   INVALID_INPUT: 400,
   INVALID_OAUTH_STATE: 400,

@@ -1,7 +1,7 @@
 // @ts-check
 /** @import { components } from './generated/openapi.js' */
 
-/** @typedef {components['schemas']['Error']['code']} ErrorCode A code of Tessera's error table (CONTRACT.md §2). */
+/** @typedef {components['schemas']['Error']['code']} ErrorCode A code of Tessera's error table (docs/contract.md §2). */
 /**
  * @typedef {ErrorCode | 'NETWORK_ERROR' | 'UNEXPECTED_RESPONSE' | 'GRAPHQL_ERROR'} TesseraErrorCode
  * Tessera's codes, and three of the client's own: `NETWORK_ERROR` (Tessera could not be reached),
@@ -10,7 +10,7 @@
  */
 /** @typedef {{ path: string, message: string }} ErrorDetail Which input failed, and why. */
 
-/** A failed call: Tessera's error (CONTRACT.md §2), or Tessera not reached or not answering as itself. */
+/** A failed call: Tessera's error (docs/contract.md §2), or Tessera not reached or not answering as itself. */
 export class TesseraError extends Error {
   /**
    * @param {{ status: number, code: TesseraErrorCode, message: string, requestId?: string | undefined, details?: ErrorDetail[] | undefined, retryAfter?: number | undefined, cause?: unknown }} init
@@ -20,7 +20,7 @@ export class TesseraError extends Error {
     this.name = 'TesseraError';
     /** The HTTP status; 0 when Tessera was not reached. */
     this.status = init.status;
-    /** What failed: one of CONTRACT.md §2's codes, or one of the client's own. */
+    /** What failed: one of docs/contract.md §2's codes, or one of the client's own. */
     this.code = init.code;
     /** The request's id (X-Request-ID): quote it when reporting a problem. */
     this.requestId = init.requestId;
@@ -32,7 +32,7 @@ export class TesseraError extends Error {
 }
 
 /**
- * Whether a parsed body is Tessera's error shape (CONTRACT.md §2).
+ * Whether a parsed body is Tessera's error shape (docs/contract.md §2).
  * @param {unknown} body
  * @returns {body is components['schemas']['Error']}
  */

@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * @tessera/client — Tessera's REST API, typed from its OpenAPI document (CONTRACT.md §10).
+ * @tessera/client — Tessera's REST API, typed from its OpenAPI document (docs/contract.md §10).
  * @module
  */
 export { Tessera } from './client.js';

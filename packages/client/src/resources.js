@@ -17,7 +17,7 @@ export class Providers {
   }
 }
 
-/** `integrations.*`: connections, their tokens and status (CONTRACT.md §5, §5d). */
+/** `integrations.*`: connections, their tokens and status (docs/contract.md §5, §5d). */
 export class Integrations {
   #t;
   /** @param {Tessera} tessera */
@@ -77,7 +77,7 @@ export class Integrations {
   }
 }
 
-/** `connectSessions.*`: links through which a product's end users connect (CONTRACT.md §5a). */
+/** `connectSessions.*`: links through which a product's end users connect (docs/contract.md §5a). */
 export class ConnectSessions {
   #t;
   /** @param {Tessera} tessera */
@@ -110,7 +110,7 @@ export class ConnectSessions {
   }
 }
 
-/** `organizations.*`: one per customer, managed by a service token (CONTRACT.md §3, §5d). */
+/** `organizations.*`: one per customer, managed by a service token (docs/contract.md §3, §5d). */
 export class Organizations {
   #t;
   /** @param {Tessera} tessera */
@@ -160,7 +160,7 @@ export class Organizations {
   }
 }
 
-/** `apiTokens.*`: an organization's own credentials (GraphQL; CONTRACT.md §3). */
+/** `apiTokens.*`: an organization's own credentials (GraphQL; docs/contract.md §3). */
 export class ApiTokens {
   #t;
   /** @param {Tessera} tessera */

@@ -13,7 +13,7 @@ export type EndUser = Schemas['EndUser'];
 export type ConnectSession = Schemas['ConnectSession'];
 export type NewConnectSession = Schemas['NewConnectSession'];
 export type Organization = Schemas['Organization'];
-/** Tessera's error body (CONTRACT.md §2). */
+/** Tessera's error body (docs/contract.md §2). */
 export type ErrorBody = Schemas['Error'];
 
 type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : never;
@@ -47,7 +47,7 @@ interface Common {
 
 /**
  * How to reach Tessera, and as whom: an organization's API token (`tsa_…`), a service token
- * (`tss_…`, with the organization to act in, CONTRACT.md §5d), or any other bearer credential
+ * (`tss_…`, with the organization to act in, docs/contract.md §5d), or any other bearer credential
  * (a personal access token `tsp_…` or a session's access token).
  */
 export type TesseraOptions = Common &
@@ -69,12 +69,12 @@ export type TesseraOptions = Common &
       }
   );
 
-/** Which end user's integration (CONTRACT.md §5d); without it, the organization's own. */
+/** Which end user's integration (docs/contract.md §5d); without it, the organization's own. */
 export interface EndUserOption {
   endUser?: string | undefined;
 }
 
-/** A call to a provider's API through Tessera's proxy (CONTRACT.md §5). */
+/** A call to a provider's API through Tessera's proxy (docs/contract.md §5). */
 export interface ProxyRequest {
   /** Default `GET`. */
   method?: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | undefined;
@@ -84,7 +84,7 @@ export interface ProxyRequest {
   query?: Record<string, string | number | boolean | readonly (string | number | boolean)[] | undefined> | undefined;
   /** Sent as JSON (not with GET or HEAD). */
   body?: unknown;
-  /** Whose integration to use (CONTRACT.md §5d); Tessera consumes it and never forwards it. */
+  /** Whose integration to use (docs/contract.md §5d); Tessera consumes it and never forwards it. */
   endUser?: string | undefined;
   /** Extra request headers; Tessera passes only its allowlist on to the provider. */
   headers?: Record<string, string> | undefined;

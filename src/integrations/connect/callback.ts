@@ -100,7 +100,7 @@ export async function completeConnect(services: Services, input: CallbackInput, 
 /**
  * Records a failed attempt of a flow whose state was claimed, in a transaction of its own (the
  * request's was rolled back): on its connect session (which stays usable until it expires) and
- * as `integration.connect_failed`, so the product hears of it (CONTRACT.md §7).
+ * as `integration.connect_failed`, so the product hears of it (docs/contract.md §7).
  */
 export async function recordFailedAttempt(services: Services, state: StateRow, code: ErrorCode, requestId: string): Promise<void> {
   await systemUnitOfWork(services.db, services.outbox, { principal: null, requestId }, async (work) => {
@@ -120,7 +120,7 @@ const GRANTOR_LOST = () => new AppError('FORBIDDEN', { message: 'The credential 
  * Who a claimed state is for. A user's flow: that user must still manage integrations in
  * the organization (403 otherwise). A connect session's flow: the session, which must still
  * be pending — not used, revoked or expired (409) — with its minting credential still able
- * to mint it (403, CONTRACT.md §5a).
+ * to mint it (403, docs/contract.md §5a).
  */
 async function checkStarter(services: Services, state: StateRow): Promise<ConnectSession | null> {
   if (state.connectSessionId) {
@@ -214,7 +214,7 @@ function txMatches(cookie: string | undefined, expectedHash: string): boolean {
 /** The outcome of a finished browser flow, as the redirect's query carries it. */
 export type FlowOutcome = { integrationId: string } | { error: ErrorCode };
 
-/** The redirect for a finished browser flow (CONTRACT.md §5, §5a: a session's flow names the session). */
+/** The redirect for a finished browser flow (docs/contract.md §5, §5a: a session's flow names the session). */
 export function callbackRedirect(state: Pick<StateRow, 'redirectUri' | 'provider' | 'connectSessionId'>, outcome: FlowOutcome): string {
   const url = new URL(state.redirectUri);
   for (const [name, value] of Object.entries(outcomeParams(state, outcome))) url.searchParams.set(name, value);

@@ -11,10 +11,10 @@ import type { ConfiguredProvider } from '../providers/registry.ts';
 import { sha256 } from '../state.ts';
 
 export const OAUTH_TX_COOKIE = 'oauth_tx';
-/** The `oauth_tx` cookie's path (CONTRACT.md §5): every route that starts a flow or ends one is under it, so each sees the cookie. */
+/** The `oauth_tx` cookie's path (docs/contract.md §5): every route that starts a flow or ends one is under it, so each sees the cookie. */
 export const OAUTH_COOKIE_PATH = '/v1/integrations/oauth';
 
-/** The attributes of the cookie binding a flow to this browser (CONTRACT.md §5: HttpOnly, SameSite=Lax, Secure in production, max-age = state expiry). */
+/** The attributes of the cookie binding a flow to this browser (docs/contract.md §5: HttpOnly, SameSite=Lax, Secure in production, max-age = state expiry). */
 export function txCookieOptions(services: Pick<Services, 'config'>) {
   return { path: OAUTH_COOKIE_PATH, httpOnly: true, sameSite: 'lax', secure: services.config.isProduction, maxAge: services.config.oauth.stateExpiry } as const;
 }

@@ -29,7 +29,7 @@ export interface Connection {
  * Stores a new connection in `work`'s transaction: the one integration for
  * (organization, provider, end user) — the session's end user, none without one — created,
  * or reset to `connected` keeping its id; its secrets replaced; an audit row; and
- * `integration.connected`. Another provider account replacing the one connected (CONTRACT.md
+ * `integration.connected`. Another provider account replacing the one connected (docs/contract.md
  * §5d) is named in both, and the replaced grant is revoked at the provider after the commit.
  */
 export async function storeConnection(services: Pick<Services, 'config' | 'revocations' | 'logger'>, work: UnitOfWork, connection: Connection): Promise<ConnectedResult> {

@@ -1,5 +1,5 @@
 /**
- * Custom providers from configuration alone (CONTRACT.md §5 "Custom providers"): a
+ * Custom providers from configuration alone (docs/contract.md §5 "Custom providers"): a
  * `definition` under `integrationOauthProvider.<id>` describing any provider that follows
  * RFC 6749 — errors at the token endpoint as HTTP 4xx `{error}` (`invalid_grant`: a dead
  * grant), and on API calls 401 revoked, 403 forbidden, 429 rate limited, 5xx transient: the
@@ -80,7 +80,7 @@ export function customProvider(id: string, raw: unknown, isProduction: boolean):
   });
 }
 
-/** HTTPS, except loopback http in development (CONTRACT.md §1); no userinfo or fragment. */
+/** HTTPS, except loopback http in development (docs/contract.md §1); no userinfo or fragment. */
 function urlProblem(value: string, isProduction: boolean): string[] {
   let url: URL;
   try {

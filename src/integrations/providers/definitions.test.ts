@@ -136,7 +136,7 @@ describe('API answers', () => {
       ['salesforce', 401, [{ errorCode: 'INVALID_SESSION_ID', message: 'Session expired or invalid' }], {}, 'revoked'],
       ['salesforce', 403, [{ errorCode: 'REQUEST_LIMIT_EXCEEDED', message: 'TotalRequests Limit exceeded.' }], {}, 'rateLimited'],
       ['salesforce', 500, [{ errorCode: 'UNKNOWN_EXCEPTION' }], {}, 'transient'],
-      // CONTRACT.md §5's rate limits hold for every provider, not only the one that taught them.
+      // docs/contract.md §5's rate limits hold for every provider, not only the one that taught them.
       ['gitlab', 403, { message: 'Forbidden' }, { 'retry-after': '30' }, 'rateLimited'],
       ['bitbucket', 403, { type: 'error' }, { 'x-ratelimit-remaining': '0' }, 'rateLimited'],
       ['zoom', 403, { message: 'You have exceeded a secondary rate limit' }, {}, 'rateLimited'],

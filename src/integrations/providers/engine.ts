@@ -123,7 +123,7 @@ function accountId(body: unknown, idSpec: string): string | undefined {
 }
 
 /**
- * Rate limits of any provider (CONTRACT.md §5): a 429, or a 403 that says so — no requests
+ * Rate limits of any provider (docs/contract.md §5): a 429, or a 403 that says so — no requests
  * left, a `Retry-After`, or a "secondary rate limit" message. A definition adds its own.
  */
 const RATE_LIMITS: Signal[] = [

@@ -1,5 +1,5 @@
 /**
- * A provider definition as data (CONTRACT.md §5 "A provider definition is mostly data").
+ * A provider definition as data (docs/contract.md §5 "A provider definition is mostly data").
  * One shared engine (engine.ts) reads it: the authorize URL, token requests and answers,
  * the account check that validates a token, the classification of API answers, and
  * revocation. A provider's file is one `defineProvider({...})`; code appears there only for
@@ -32,7 +32,7 @@ export interface TokenAnswerSpec {
   okField?: string;
   /**
    * The refusal codes by which the provider rejects this deployment's own client credentials
-   * rather than the grant: a configuration fault (CONTRACT.md §2 `PROVIDER_MISCONFIGURED`),
+   * rather than the grant: a configuration fault (docs/contract.md §2 `PROVIDER_MISCONFIGURED`),
    * never a revocation. Default `invalid_client`, `unauthorized_client` (RFC 6749 §5.2).
    */
   clientErrors?: readonly string[];

@@ -12,7 +12,7 @@
  *   `invalid_auth`/`token_revoked`…).
  * - `misconfigured`: the provider rejected this deployment's own client credentials
  *   (`invalid_client`, `unauthorized_client`, GitHub `incorrect_client_credentials`): a
- *   configuration fault, never a revocation (CONTRACT.md §2 `PROVIDER_MISCONFIGURED`).
+ *   configuration fault, never a revocation (docs/contract.md §2 `PROVIDER_MISCONFIGURED`).
  * - `forbidden`: authenticated, but not allowed (a 403 that is not a rate limit; a missing scope).
  * - `rateLimited`: the provider asked us to slow down. `retryAfter` in seconds.
  * - `transient`: network error, timeout, 5xx, garbage; try again later.

@@ -18,7 +18,7 @@ const CallbackResponse = Type.Object({
   integration: Type.Object({ id: Type.String(), name: Type.String(), provider: Type.String() }),
 });
 
-/** `POST /v1/integrations/oauth/callback`: completes a flow with the code a client relays (CONTRACT.md §5). */
+/** `POST /v1/integrations/oauth/callback`: completes a flow with the code a client relays (docs/contract.md §5). */
 export function callbackPostRoute(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/integrations/oauth/callback',

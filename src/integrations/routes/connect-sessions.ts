@@ -21,7 +21,7 @@ const SessionSchema = Type.Object({
 });
 
 /**
- * Who mints, reads, lists and revokes connect sessions (CONTRACT.md §5a): an API or service
+ * Who mints, reads, lists and revokes connect sessions (docs/contract.md §5a): an API or service
  * token, or an owner or admin — with header credentials, or the console's cookie session (whose
  * writes pass the CSRF check) — never while impersonating.
  */
@@ -31,7 +31,7 @@ function requireMinter(principal: Principal | null): Principal {
   return requireRole(principal, principal.organizationId, 'admin');
 }
 
-/** Connect sessions (CONTRACT.md §5a, §11): minted, listed, read and revoked by the organization's backend or its owners and admins. */
+/** Connect sessions (docs/contract.md §5a, §11): minted, listed, read and revoked by the organization's backend or its owners and admins. */
 export function connectSessionRoutes(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/connect/sessions',

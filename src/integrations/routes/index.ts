@@ -10,7 +10,7 @@ import { startRoute } from './start.ts';
 import { statusRoute } from './status.ts';
 import { tokenRoute } from './token.ts';
 
-/** Every REST route of the integrations feature (CONTRACT.md §5): one file per endpoint or small group. */
+/** Every REST route of the integrations feature (docs/contract.md §5): one file per endpoint or small group. */
 export function integrationRoutes(app: TypedFastify, services: Services): void {
   providersRoute(app, services);
   startRoute(app, services);

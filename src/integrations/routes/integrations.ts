@@ -7,7 +7,7 @@ import { deleteEndUserIntegrations } from '../delete-end-user.ts';
 import { listIntegrationSummaries } from '../integrations.ts';
 import { EndUserId, IdParams, IntegrationSchema, integrationView, member } from './shared.ts';
 
-/** `GET /v1/integrations`, `DELETE /v1/integrations/{id}` and `DELETE /v1/integrations?endUser=` (CONTRACT.md §5, §5d). */
+/** `GET /v1/integrations`, `DELETE /v1/integrations/{id}` and `DELETE /v1/integrations?endUser=` (docs/contract.md §5, §5d). */
 export function integrationListRoutes(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/integrations',

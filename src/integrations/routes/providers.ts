@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 
-/** `GET /v1/providers` (CONTRACT.md §5): the configured providers, nothing secret. */
+/** `GET /v1/providers` (docs/contract.md §5): the configured providers, nothing secret. */
 export function providersRoute(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/providers',

@@ -9,7 +9,7 @@ import { answered, EndUserQuery, member, providerIdFrom } from './shared.ts';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
-/** `ANY /v1/integrations/{provider}/proxy/<path>`: an API call on the user's behalf (CONTRACT.md §5). */
+/** `ANY /v1/integrations/{provider}/proxy/<path>`: an API call on the user's behalf (docs/contract.md §5). */
 export function proxyRoute(app: TypedFastify, services: Services): void {
   app.route({
     method: [...METHODS],
@@ -36,7 +36,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       const queryAt = rawUrl.indexOf('?');
       // From the raw URL, by segment: '', 'v1', 'integrations', <provider, maybe encoded>, 'proxy', …path.
       const segments = proxySegments((queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).split('/').slice(5).join('/'));
-      // `endUser` picks the integration and stays here (CONTRACT.md §5d); the rest goes to the provider as sent.
+      // `endUser` picks the integration and stays here (docs/contract.md §5d); the rest goes to the provider as sent.
       const { endUserId, forwarded: query } = takeEndUser(queryAt === -1 ? '' : rawUrl.slice(queryAt));
       if (proxyWrites(services.providers, providerId, request.method, segments, request.body)) requireRole(principal, principal.organizationId, 'admin');
 

@@ -7,7 +7,7 @@ import { findIntegrationByProvider } from '../integrations.ts';
 import { configuredRow } from '../tokens/loaded.ts';
 import { answered, EndUserQuery, member, ProviderParams, providerIdFrom, TokenSchema, tokenBody } from './shared.ts';
 
-/** `POST /v1/integrations/{provider}/refresh` (CONTRACT.md §5): one provider call however many ask at once. */
+/** `POST /v1/integrations/{provider}/refresh` (docs/contract.md §5): one provider call however many ask at once. */
 export function refreshRoute(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/integrations/:provider/refresh',

@@ -19,10 +19,10 @@ export const TokenSchema = Type.Object({
   scopes: Type.Array(Type.String()),
 });
 
-/** An end user's id: the product's own key for a person, team or workspace (CONTRACT.md §5a, §5d). */
+/** An end user's id: the product's own key for a person, team or workspace (docs/contract.md §5a, §5d). */
 export const EndUserId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for its end user (1–128 printable characters)" });
 
-/** The end user a product names when it mints a connect session (CONTRACT.md §5a). */
+/** The end user a product names when it mints a connect session (docs/contract.md §5a). */
 export const EndUserSchema = Type.Object(
   {
     id: EndUserId,
@@ -31,7 +31,7 @@ export const EndUserSchema = Type.Object(
   },
   { additionalProperties: false },
 );
-/** Which end user connected it, through which connect session (CONTRACT.md §5a); null when an owner or admin did. */
+/** Which end user connected it, through which connect session (docs/contract.md §5a); null when an owner or admin did. */
 export const ConnectedViaSchema = Type.Union([Type.Object({ sessionId: Type.String(), endUser: Type.Union([EndUserSchema, Type.Null()]) }), Type.Null()]);
 
 export const IntegrationSchema = Type.Object({
@@ -50,7 +50,7 @@ export const IntegrationSchema = Type.Object({
 
 export const ProviderParams = Type.Object({ provider: Type.String({ maxLength: 64 }) });
 
-/** `?endUser=<id>` of every `/v1/integrations/{provider}/…` route (CONTRACT.md §5d): present, that end user's integration; absent, the organization's own. */
+/** `?endUser=<id>` of every `/v1/integrations/{provider}/…` route (docs/contract.md §5d): present, that end user's integration; absent, the organization's own. */
 export const EndUserQuery = Type.Object({
   endUser: Type.Optional({ ...EndUserId, description: "Selects that end user's integration; without it, the organization's own" }),
 });

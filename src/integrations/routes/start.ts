@@ -5,7 +5,7 @@ import { OAUTH_TX_COOKIE, txCookieOptions, startConnect } from '../connect/start
 import { ProviderId } from './shared.ts';
 
 
-/** `POST /v1/integrations/oauth/start` (CONTRACT.md §5): the provider's authorize URL, and the `oauth_tx` cookie binding the flow to this browser. */
+/** `POST /v1/integrations/oauth/start` (docs/contract.md §5): the provider's authorize URL, and the `oauth_tx` cookie binding the flow to this browser. */
 export function startRoute(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/integrations/oauth/start',

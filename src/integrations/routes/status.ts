@@ -21,7 +21,7 @@ const StatusSchema = Type.Object({
   detectedAt: Type.Optional(Type.String({ format: 'date-time' })),
 });
 
-/** `GET /v1/integrations/{provider}/status` (CONTRACT.md §5): validated live when the last check is older than OAUTH_STATUS_MAX_AGE. */
+/** `GET /v1/integrations/{provider}/status` (docs/contract.md §5): validated live when the last check is older than OAUTH_STATUS_MAX_AGE. */
 export function statusRoute(app: TypedFastify, services: Services): void {
   app.get(
     '/v1/integrations/:provider/status',

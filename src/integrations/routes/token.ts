@@ -7,7 +7,7 @@ import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
 import { answered, EndUserQuery, EndUserSchema, Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
 
-/** `GET /v1/integrations/{provider}/token` (CONTRACT.md §5): the hot path of the service. */
+/** `GET /v1/integrations/{provider}/token` (docs/contract.md §5): the hot path of the service. */
 export function tokenRoute(app: TypedFastify, services: Services): void {
   const { lifecycle } = services;
   app.get(

@@ -1,5 +1,5 @@
 /**
- * Connect sessions (CONTRACT.md §5a): a product's backend mints a short-lived link for its
+ * Connect sessions (docs/contract.md §5a): a product's backend mints a short-lived link for its
  * end user, who connects one integration for the organization through a page we host,
  * without an account here. The session is one more thing an OAuth state carries; the flow
  * itself is the usual one (connect/start.ts, connect/callback.ts).
@@ -125,7 +125,7 @@ const STATUS_WHERE: Record<SessionStatus, SQL | undefined> = {
 
 /**
  * The organization's sessions, newest first, `first` after the cursor `after` (a session id),
- * optionally only those of one status (CONTRACT.md §11).
+ * optionally only those of one status (docs/contract.md §11).
  */
 export async function listSessions(
   db: Db,

@@ -12,7 +12,7 @@ import type { IntegrationRow } from '../integrations.ts';
 import { ProviderError, type ProviderFailureKind } from '../providers/types.ts';
 import { REASONS, type Transition, type TransitionSource } from '../status.ts';
 
-/** Token reads refresh first when the token expires within this window (CONTRACT.md §5). */
+/** Token reads refresh first when the token expires within this window (docs/contract.md §5). */
 export const REFRESH_AHEAD_MS = 5 * 60 * 1000;
 
 /** Whether `at` (an expiry) falls within `ms` from now; a token with no known expiry never does. */
@@ -47,7 +47,7 @@ export function refreshDue(row: Pick<IntegrationRow, 'hasRefreshToken' | 'tokenE
  * - `refresh`: the token endpoint refusing or failing a refresh;
  * - `validate`: checking a stored token (status, background passes, after a refresh);
  * - `call`: a proxied API call with a stored token;
- * - `event`: the provider telling us of a revocation (CONTRACT.md §5b).
+ * - `event`: the provider telling us of a revocation (docs/contract.md §5b).
  */
 export type FailurePoint = 'exchange' | 'connect' | 'refresh' | 'validate' | 'call' | 'event';
 
@@ -97,7 +97,7 @@ const verdict = (answer: Verdict['answer'], rest: Partial<Verdict> = {}): Verdic
   ...rest,
 });
 
-/** Rejected client credentials, wherever they show: `warning` with `["configure"]`, 502, never a revocation (CONTRACT.md §2). */
+/** Rejected client credentials, wherever they show: `warning` with `["configure"]`, 502, never a revocation (docs/contract.md §2). */
 const configFault = (source: TransitionSource, rest: Partial<Verdict> = {}): Verdict =>
   verdict('PROVIDER_MISCONFIGURED', { transition: { status: 'warning', lastError: REASONS.misconfigured, source }, configFault: true, ...rest });
 

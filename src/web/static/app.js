@@ -236,7 +236,7 @@ function setEntered(organization) {
   storeEntered(organization);
 }
 
-/** A system administrator enters `organization` to read it (CONTRACT.md §11). */
+/** A system administrator enters `organization` to read it (docs/contract.md §11). */
 async function enter(organization) {
   clearMessages();
   setEntered({ id: organization.id, name: organization.name, externalId: organization.externalId ?? null });

@@ -1,4 +1,4 @@
-// Tessera's connect script, for a product's own pages (CONTRACT.md §5a). No dependency, no build.
+// Tessera's connect script, for a product's own pages (docs/contract.md §5a). No dependency, no build.
 //
 //   <script src="https://tessera.example/connect.js"></script>
 //   const result = await Tessera.connect(sessionUrl);

@@ -593,7 +593,7 @@ export interface components {
             success: false;
             error: string;
             /**
-             * @description What failed, one of the codes of CONTRACT.md §2; `error` says it for people
+             * @description What failed, one of the codes of docs/contract.md §2; `error` says it for people
              * @enum {string}
              */
             code: "INVALID_INPUT" | "INVALID_OAUTH_STATE" | "PROVIDER_NOT_CONFIGURED" | "INVALID_REDIRECT_URI" | "OAUTH_EXCHANGE_FAILED" | "ACCESS_DENIED" | "UNAUTHENTICATED" | "FORBIDDEN" | "CSRF_INVALID" | "NOT_FOUND" | "INTEGRATION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "CONFLICT" | "TOKEN_VALIDATION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "PROVIDER_RATE_LIMITED" | "INTERNAL" | "PROVIDER_ERROR" | "PROVIDER_MISCONFIGURED" | "SERVICE_UNAVAILABLE";
@@ -5297,7 +5297,7 @@ export interface operations {
                         externalId: string | null;
                         /** @description The provider id (github, slack, …) */
                         provider: string;
-                        /** @description The product's end user (CONTRACT.md §5d); null for the organization's own integration */
+                        /** @description The product's end user (docs/contract.md §5d); null for the organization's own integration */
                         endUser: {
                             id: string;
                             email?: string;
@@ -5364,7 +5364,7 @@ export interface operations {
                         externalId: string | null;
                         /** @description The provider id (github, slack, …) */
                         provider: string;
-                        /** @description The product's end user (CONTRACT.md §5d); null for the organization's own integration */
+                        /** @description The product's end user (docs/contract.md §5d); null for the organization's own integration */
                         endUser: {
                             id: string;
                             email?: string;
@@ -5372,7 +5372,7 @@ export interface operations {
                         } | null;
                         /** @description The connect session of the attempt; null for a flow an owner or admin started */
                         sessionId: string | null;
-                        /** @description The error code of CONTRACT.md §2 (ACCESS_DENIED, OAUTH_EXCHANGE_FAILED, …) */
+                        /** @description The error code of docs/contract.md §2 (ACCESS_DENIED, OAUTH_EXCHANGE_FAILED, …) */
                         code: string;
                     };
                 };
@@ -5419,7 +5419,7 @@ export interface operations {
                         externalId: string | null;
                         /** @description The provider id (github, slack, …) */
                         provider: string;
-                        /** @description The product's end user (CONTRACT.md §5d); null for the organization's own integration */
+                        /** @description The product's end user (docs/contract.md §5d); null for the organization's own integration */
                         endUser: {
                             id: string;
                             email?: string;
@@ -5484,7 +5484,7 @@ export interface operations {
                         externalId: string | null;
                         /** @description The provider id (github, slack, …) */
                         provider: string;
-                        /** @description The product's end user (CONTRACT.md §5d); null for the organization's own integration */
+                        /** @description The product's end user (docs/contract.md §5d); null for the organization's own integration */
                         endUser: {
                             id: string;
                             email?: string;

@@ -1,4 +1,4 @@
-// Webhook deliveries (system administrators, CONTRACT.md §11): every event sent to the
+// Webhook deliveries (system administrators, docs/contract.md §11): every event sent to the
 // configured webhooks, with each attempt's answer, filtered by status and event type, page by
 // page; a failed or pending one is retried now, a delivered one sent again (marked a replay).
 

@@ -1,5 +1,5 @@
 // Integrations: the organization's own connections (one per provider, each with its live status
-// and the actions it allows) and its end users' connections (CONTRACT.md §5d; status and refresh
+// and the actions it allows) and its end users' connections (docs/contract.md §5d; status and refresh
 // address them with ?endUser=), then the providers an owner or admin may connect.
 
 import { ApiError } from '../api.js';

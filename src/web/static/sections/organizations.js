@@ -1,4 +1,4 @@
-// Every organization (system administrators, CONTRACT.md §11): searchable by name and
+// Every organization (system administrators, docs/contract.md §11): searchable by name and
 // externalId, each with its integrations' health, and a way in — entering one shows it as a
 // member would see it, read-only, every page recorded in its audit log.
 

@@ -1,4 +1,4 @@
-// Service tokens (system administrators, CONTRACT.md §5d): one credential for a product's
+// Service tokens (system administrators, docs/contract.md §5d): one credential for a product's
 // backend across every organization. The same view as API tokens, about the deployment.
 
 import { TokensView } from './api-tokens.js';

@@ -1,4 +1,4 @@
-// Connect sessions (CONTRACT.md §5a, §11): links through which a product's end user connects a
+// Connect sessions (docs/contract.md §5a, §11): links through which a product's end user connects a
 // provider without an account here. Owners and admins mint one (its link shown once), see the
 // pending and recent ones page by page, filter them by status, and revoke a pending one.
 
