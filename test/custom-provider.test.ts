@@ -1,5 +1,5 @@
 // Any RFC 6749 provider from configuration alone: a `definition` in CONFIG_FILE, no code.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -153,6 +153,17 @@ describe('a custom definition that is incomplete or malformed', () => {
     expect(problemsOf(['integrationOauthProvider:', '  github:', '    definition: { displayName: Mine }'])).toEqual([
       'integrationOauthProvider.github.definition: "github" has a built-in definition; remove the definition, or choose another id',
     ]);
+  });
+
+  it('loads the OpenID Connect example of docs/providers.md, which asks for offline access with consent', () => {
+    const docs = readFileSync(new URL('../docs/providers.md', import.meta.url), 'utf8');
+    const example = [...docs.matchAll(/```yaml\n([\s\S]*?)```/g)].map((match) => match[1] ?? '').find((block) => block.includes('offline_access'));
+    expect(example).toBeDefined();
+    const file = configFile('oidc.yaml', (example ?? '').trimEnd().split('\n'));
+    const sso = buildProviderRegistry(loadConfig({ env: { ...base, CONFIG_FILE: file }, persistGeneratedSecrets: false })).get('sso');
+    expect(sso?.definition.defaultScopes).toContain('offline_access');
+    expect(sso?.definition.authorizeParams).toEqual({ prompt: 'consent' });
+    expect(sso?.definition.revoke).toBeDefined();
   });
 
   it('makes npm start exit 1 with those lines', async () => {

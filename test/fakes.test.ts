@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeProvider } from './fakes/common.ts';
 import { type FakeGitHubUser, startFakeGitHub } from './fakes/github.ts';
+import { startFakeSalesforce } from './fakes/providers/salesforce.ts';
 import { type FakeSlackUser, startFakeSlack } from './fakes/slack.ts';
 
 const CALLBACK = 'http://127.0.0.1:9/v1/integrations/oauth/callback';
@@ -568,6 +569,40 @@ describe('fake Slack with token rotation', () => {
     expect(await authTest(second.access_token as string)).toEqual({ ok: false, error: 'token_expired' });
     const third = await refresh(second.refresh_token as string);
     expect(await authTest(third.access_token as string)).toMatchObject({ ok: true });
+  });
+});
+
+describe('fake Salesforce revocation', () => {
+  it('an access token revokes only itself; the refresh token revokes the grant with every access token of it', async () => {
+    const sf = await startFakeSalesforce();
+    try {
+      sf.addUser({ login: 'marc', email: 'marc@example.com' });
+      const redirectUri = 'http://127.0.0.1:9/cb';
+      const { code } = sf.authorize(`${sf.authUrl}?${new URLSearchParams({ client_id: sf.clientId, response_type: 'code', redirect_uri: redirectUri })}`, 'marc');
+      const token = async (params: Record<string, string>) => {
+        const res = await fetch(sf.tokenUrl, { method: 'POST', body: new URLSearchParams({ ...params, client_id: sf.clientId, client_secret: sf.clientSecret }) });
+        return { status: res.status, body: (await res.json()) as { access_token?: string; refresh_token?: string } };
+      };
+      const revoke = async (value: string) => (await fetch(`${sf.url}/services/oauth2/revoke`, { method: 'POST', body: new URLSearchParams({ token: value }) })).status;
+      const api = async (accessToken: string | undefined) => (await fetch(`${sf.apiUrl}/limits`, { headers: { authorization: `Bearer ${accessToken}` } })).status;
+      const issued = await token({ grant_type: 'authorization_code', code, redirect_uri: redirectUri });
+      const refreshToken = issued.body.refresh_token ?? '';
+
+      expect(await revoke(issued.body.access_token ?? '')).toBe(200);
+      expect(await api(issued.body.access_token)).toBe(401);
+      expect(sf.tokensOf('marc')).toHaveLength(1);
+      const renewed = await token({ grant_type: 'refresh_token', refresh_token: refreshToken });
+      expect(renewed.status).toBe(200);
+      expect(await api(renewed.body.access_token)).toBe(200);
+
+      expect(await revoke(refreshToken)).toBe(200);
+      expect(await api(renewed.body.access_token)).toBe(401);
+      expect((await token({ grant_type: 'refresh_token', refresh_token: refreshToken })).status).toBe(400);
+      expect(sf.tokensOf('marc')).toEqual([]);
+      expect(await revoke('unknown')).toBe(400);
+    } finally {
+      await sf.close();
+    }
   });
 });
 

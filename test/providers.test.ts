@@ -19,7 +19,7 @@ import { startFakeZoom } from './fakes/providers/zoom.ts';
 import type { ScreenUser } from './fakes/toolkit.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
-import { connect } from './helpers/providers.ts';
+import { connect, refreshesAtProvider } from './helpers/providers.ts';
 
 type Fake = FakeProvider<ScreenUser>;
 
@@ -258,6 +258,27 @@ describe.each(CASES)('$displayName', (providerCase) => {
     }
     const [row] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM integrations WHERE id = ${integrationId}`);
     expect(row?.n).toBe(0);
+  });
+});
+
+// Revocation the other way (docs/contract.md §5b): the delete must end the grant, not one token. Where revoking
+// the access token leaves the refresh token alive (Salesforce), only sending the refresh token does.
+describe.each(CASES.filter((providerCase) => providerCase.revokes))('$displayName: deleting an integration', (providerCase) => {
+  it('revokes the grant at the provider: its refresh token no longer refreshes, and no token of it lives on', async () => {
+    const fake = fakes.get(providerCase.id) as Fake;
+    const login = `${providerCase.id}-grace`;
+    fake.addUser({ login, email: `grace@${providerCase.id}.example`, name: 'Grace Hopper' });
+    const res = await connect(t.fastify, owner.token, fake, login);
+    expect(res.statusCode, res.body).toBe(200);
+    const [issued] = fake.tokensOf(login);
+    const refreshToken = issued?.refreshToken ?? '';
+    expect(refreshToken).not.toBe('');
+    const before = fake.stats.revocations;
+    const deleted = await t.fastify.inject({ method: 'DELETE', url: `/v1/integrations/${res.json().integration.id}`, headers: bearer(owner.token) });
+    expect(deleted.statusCode, deleted.body).toBe(200);
+    await expect.poll(() => fake.stats.revocations - before, { timeout: 5000 }).toBe(1);
+    expect(await refreshesAtProvider(fake, refreshToken)).toBe(false);
+    expect(fake.tokensOf(login)).toEqual([]);
   });
 });
 

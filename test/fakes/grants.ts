@@ -44,7 +44,10 @@ export interface TokenFamily {
   accessExpiresAt: number | null;
   refreshToken: string | null;
   refreshExpiresAt: number | null;
+  /** The whole grant is revoked: its access and refresh token. */
   revoked: boolean;
+  /** Only the current access token is revoked (a provider that revokes just the token it is given): the refresh token still works. */
+  accessRevoked: boolean;
 }
 
 /** A code's state at the token endpoint. */
@@ -107,6 +110,7 @@ export class Grants {
       refreshToken: null,
       refreshExpiresAt: null,
       revoked: false,
+      accessRevoked: false,
     };
     this.#families.push(family);
     this.#mint(family);
@@ -117,7 +121,7 @@ export class Grants {
   checkAccess(token: string): AccessCheck {
     const family = this.#byAccess.get(token);
     if (!family) return { status: this.#retiredAccess.has(token) ? 'rotated' : 'unknown' };
-    if (family.revoked) return { status: 'revoked' };
+    if (family.revoked || family.accessRevoked) return { status: 'revoked' };
     if (family.accessExpiresAt !== null && this.#now() >= family.accessExpiresAt) return { status: 'expired' };
     return { status: 'valid', family };
   }
@@ -155,6 +159,7 @@ export class Grants {
     const now = this.#now();
     family.accessToken = family.profile.access();
     family.accessExpiresAt = family.profile.accessTtlSeconds === null ? null : now + family.profile.accessTtlSeconds * 1000;
+    family.accessRevoked = false;
     this.#byAccess.set(family.accessToken, family);
     return { status: 'rotated', family };
   }
@@ -164,9 +169,22 @@ export class Grants {
     return this.#byAccess.get(token) ?? this.#byRefresh.get(token);
   }
 
-  /** Revokes one family (its current access and refresh token). */
+  /** Which current token of which family this is (expired or revoked included). */
+  findToken(token: string): { family: TokenFamily; kind: 'access' | 'refresh' } | undefined {
+    const byAccess = this.#byAccess.get(token);
+    if (byAccess) return { family: byAccess, kind: 'access' };
+    const byRefresh = this.#byRefresh.get(token);
+    return byRefresh ? { family: byRefresh, kind: 'refresh' } : undefined;
+  }
+
+  /** Revokes one family: the grant (its current access and refresh token). */
   revoke(family: TokenFamily): void {
     family.revoked = true;
+  }
+
+  /** Revokes a family's current access token only: its refresh token still refreshes, and a refresh brings a working access token. */
+  revokeAccess(family: TokenFamily): void {
+    family.accessRevoked = true;
   }
 
   /** Revokes every token a user holds. */
@@ -182,7 +200,7 @@ export class Grants {
       (family) =>
         family.login === login &&
         !family.revoked &&
-        (alive(family.accessExpiresAt) || (family.refreshToken !== null && alive(family.refreshExpiresAt))),
+        ((!family.accessRevoked && alive(family.accessExpiresAt)) || (family.refreshToken !== null && alive(family.refreshExpiresAt))),
     );
   }
 
@@ -191,6 +209,7 @@ export class Grants {
     const { profile } = family;
     family.accessToken = profile.access();
     family.accessExpiresAt = profile.accessTtlSeconds === null ? null : now + profile.accessTtlSeconds * 1000;
+    family.accessRevoked = false;
     this.#byAccess.set(family.accessToken, family);
     if (profile.refresh) {
       family.refreshToken = profile.refresh();

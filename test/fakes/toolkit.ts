@@ -98,6 +98,20 @@ export function revokeToken(core: FakeCore<ScreenUser>, token: string | undefine
   return true;
 }
 
+/**
+ * Revokes only what `token` is, as RFC 7009 §2.1 allows a server to (Salesforce does): a
+ * refresh token ends the grant with every access token of it; an access token dies alone, its
+ * refresh token still refreshing. Whether one was known.
+ */
+export function revokeAsGiven(core: FakeCore<ScreenUser>, token: string | undefined): boolean {
+  const found = token ? core.grants.findToken(token) : undefined;
+  if (!found) return false;
+  if (found.kind === 'refresh') core.grants.revoke(found.family);
+  else core.grants.revokeAccess(found.family);
+  core.stats.revocations++;
+  return true;
+}
+
 /** RFC 7009: revokes the token if it is known, and answers 200 either way. */
 export function revokeAnyway(core: FakeCore<ScreenUser>, token: string | undefined): FakeReply {
   revokeToken(core, token);

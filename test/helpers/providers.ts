@@ -33,3 +33,19 @@ export async function connect(app: FastifyInstance, token: string, fake: FakePro
     payload: { provider: fake.id, code: approved.code, state: approved.state },
   });
 }
+
+/**
+ * Whether `refreshToken` still refreshes at the fake's own token endpoint — the provider's view
+ * of whether the grant lives. The client authenticates both ways (HTTP Basic and the form), as
+ * each fake reads the one its provider documents.
+ */
+export async function refreshesAtProvider(fake: FakeProvider, refreshToken: string): Promise<boolean> {
+  const basic = Buffer.from(`${encodeURIComponent(fake.clientId)}:${encodeURIComponent(fake.clientSecret)}`).toString('base64');
+  const res = await fetch(fake.tokenUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', authorization: `Basic ${basic}` },
+    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: fake.clientId, client_secret: fake.clientSecret }),
+  });
+  const body = (await res.json().catch(() => ({}))) as { access_token?: unknown };
+  return res.status === 200 && typeof body.access_token === 'string';
+}

@@ -75,8 +75,11 @@ export function customProvider(id: string, raw: unknown, isProduction: boolean):
       ...(definition.userInfo.username ? { username: definition.userInfo.username } : {}),
       ...(definition.userInfo.email ? { email: definition.userInfo.email } : {}),
     },
-    // RFC 7009: the token in a form, the client authenticated as at the token endpoint.
-    ...(definition.revokeUrl ? { revoke: { url: '{revokeUrl}', param: 'token', auth: definition.clientAuth === 'client_secret_basic' ? ('basic' as const) : ('body' as const) } } : {}),
+    // RFC 7009: the token in a form, the client authenticated as at the token endpoint. The refresh token when there
+    // is one: §2.1 lets a server revoke only the access token it is given, leaving the grant alive (docs/contract.md §5b).
+    ...(definition.revokeUrl
+      ? { revoke: { url: '{revokeUrl}', token: 'refresh' as const, param: 'token', auth: definition.clientAuth === 'client_secret_basic' ? ('basic' as const) : ('body' as const) } }
+      : {}),
   });
 }
 

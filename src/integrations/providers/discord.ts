@@ -23,5 +23,6 @@ export const discord = defineProvider({
     deadToken: [{ status: 401 }],
     retryAfterPath: 'retry_after',
   },
-  revoke: { url: '{revokeUrl}', param: 'token', auth: 'body' },
+  // Either token revokes every token of the authorization; the refresh token outlives the access token.
+  revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'body' },
 });

@@ -22,5 +22,6 @@ export const gitlab = defineProvider({
     missingScope: [{ status: 403, body: { path: 'error', equals: 'insufficient_scope' } }],
     deadToken: [{ status: 401 }],
   },
-  revoke: { url: '{revokeUrl}', param: 'token', auth: 'body' },
+  // RFC 7009 (Doorkeeper): a token's row holds both tokens, so either ends the grant; the refresh token outlives the access token.
+  revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'body' },
 });

@@ -27,6 +27,7 @@ export const google = defineProvider({
     deadToken: [{ status: 401 }],
     rateLimit: [{ status: 403, body: { path: 'error.errors[].reason', equals: ['rateLimitExceeded', 'userRateLimitExceeded'] } }],
   },
-  // Revoking either token ends the whole grant; no client authentication.
-  revoke: { url: '{revokeUrl}', param: 'token', auth: 'none' },
+  // Revoking either token ends the whole grant; no client authentication. The refresh token, which outlives an
+  // expired access token, is sent where there is one.
+  revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'none' },
 });

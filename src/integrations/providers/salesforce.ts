@@ -26,5 +26,6 @@ export const salesforce = defineProvider({
     deadToken: [{ status: 401 }],
     rateLimit: [{ status: 403, body: { path: '[].errorCode', equals: 'REQUEST_LIMIT_EXCEEDED' } }],
   },
-  revoke: { url: '{revokeUrl}', param: 'token', auth: 'none' },
+  // Revoking an access token ends only that session; the refresh token revokes the grant with every access token of it.
+  revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'none' },
 });

@@ -177,14 +177,19 @@ export class TokenLifecycle {
 
   /**
    * A live check, the status route's and the background passes' alike: refresh when the token
-   * is due for one within `due` (default the read-ahead window), else validate. A provider
+   * is due for one within `due` (default the read-ahead window) — and validate as well when that
+   * refresh was shared with an earlier one — else validate. A provider
    * failure is judged, applied and reported as the outcome, with the integration as it is
    * after; it is never thrown.
    */
   async check(loaded: LoadedIntegration, actor: AuditActor, due: RefreshWindow = {}): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome }> {
     try {
       if (loaded.secrets.refresh_token !== undefined && refreshDue(loaded.row, due)) {
-        return { loaded: await this.refresh(loaded.row, actor), outcome: { kind: 'refreshed' } };
+        const refreshed = await this.refresh(loaded.row, actor);
+        // A refresh shared with one that ended before this check looked (decision 49) asked the provider nothing:
+        // no validation has happened since, and the live answer is still owed (decision 186).
+        if (refreshed.row.lastValidatedAt?.getTime() !== loaded.row.lastValidatedAt?.getTime()) return { loaded: refreshed, outcome: { kind: 'refreshed' } };
+        return await this.validate(refreshed, actor);
       }
       return await this.validate(loaded, actor);
     } catch (error) {

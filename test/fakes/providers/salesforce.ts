@@ -1,5 +1,5 @@
 import type { FakeProviderOptions } from '../common.ts';
-import { bearerUser, json, revokeToken, startScreenFake } from '../toolkit.ts';
+import { bearerUser, json, revokeAsGiven, startScreenFake } from '../toolkit.ts';
 
 // From Salesforce's OAuth 2.0 web server flow and REST API docs: an answer with `instance_url`
 // and no `expires_in` (the session timeout decides), refresh answers without a refresh token
@@ -41,7 +41,9 @@ export function startFakeSalesforce(options: FakeProviderOptions & { sessionSeco
           if (!user) return json(403, 'Bad_OAuth_Token');
           return json(200, { sub: `${core.url}/id/00Dfake000000001/${user.id}`, user_id: user.id, organization_id: '00Dfake000000001', preferred_username: `${user.login}@example.com`, email: user.email, name: user.name });
         },
-        'POST /services/oauth2/revoke': (_ctx, core, params) => (revokeToken(core, params.token) ? json(200, {}) : json(400, { error: 'unsupported_token_type', error_description: 'this token type is not supported' })),
+        // "If an access token is included, Salesforce invalidates it and revokes the token. If a refresh token is
+        // included, Salesforce revokes it and any associated access tokens": only the refresh token ends the grant.
+        'POST /services/oauth2/revoke': (_ctx, core, params) => (revokeAsGiven(core, params.token) ? json(200, {}) : json(400, { error: 'invalid_token', error_description: 'Token was invalid' })),
       },
       deadToken: () => sfError(401, 'INVALID_SESSION_ID', 'Session expired or invalid'),
       missingScope: () => sfError(403, 'INSUFFICIENT_ACCESS', 'The OAuth token does not have the api scope.'),
