@@ -13,7 +13,6 @@ import { salesforce } from './salesforce.ts';
 import { slack } from './slack.ts';
 import { zoom } from './zoom.ts';
 import type { ProviderSettings } from '../../config/schema.ts';
-import { providerCallSpan } from '../../telemetry/tracing.ts';
 import { customProvider } from './custom.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFetch } from './transport.ts';
