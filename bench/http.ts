@@ -125,16 +125,19 @@ async function measure(f: Fixture, c: HttpCase, local: LocalDatabase): Promise<H
   const same: Measured[] = [];
   const runs: Measured[] = [];
   // Warm-up of the case's own code paths (the JIT optimizes per function), not measured.
-  await run(url, options, null, SMOKE ? 1 : DURATION);
+  const warm = await run(url, options, null, SMOKE ? 1 : DURATION);
   for (let round = 0; round < ROUNDS; round++) {
     oneRow.push(await run(`${f.base}/bench/baseline`, {}, local));
     if (!c.noSameWork) same.push(await run(`${f.base}/bench/same/${c.id}`, {}, local));
     runs.push(await run(url, options, local));
   }
+  const measured = mean(runs);
   return {
     scenario: c.name,
     ...counted,
-    ...mean(runs),
+    ...measured,
+    // A failure while warming up fails the run too.
+    failed: measured.failed + warm.failed,
     oneRow: mean(oneRow),
     sameWork: same.length ? mean(same) : null,
     ...(c.noSameWork ? { noSameWork: c.noSameWork } : {}),
@@ -155,7 +158,8 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
   try {
     const local: LocalDatabase = f.database.kind === 'pg' ? 'postgres' : null;
     // Warm-up: JIT, caches, connections.
-    await run(`${f.base}/bench/baseline`, {}, null, SMOKE ? 1 : DURATION);
+    const warm = await run(`${f.base}/bench/baseline`, {}, null, SMOKE ? 1 : DURATION);
+    if (warm.failed > 0) failures.push({ scenario: 'the one-row baseline', problem: `${warm.failed} answers were not 2xx while warming up` });
     const only = process.env.BENCH_ONLY;
     const cases = CASES.filter((c) => !only || c.name.includes(only));
     if (cases.length === 0) failures.push({ scenario: `BENCH_ONLY=${only}`, problem: 'matches no case' });
