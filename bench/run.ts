@@ -12,7 +12,7 @@
 import { PENDING } from './cases.ts';
 import { benchHttp, printHttp, reportFailures } from './http.ts';
 import { fmt } from './lib.ts';
-import { benchScale, printScale, type ScaleResult, scaleSizes } from './scale.ts';
+import { benchScale, printScaleHeading, printScaleRow, scaleSizes } from './scale.ts';
 import { benchValidation } from './validation.ts';
 
 const SMOKE = process.env.BENCH_SMOKE === '1';
@@ -53,10 +53,9 @@ for (const backend of backends) {
     });
     if (SMOKE) {
       await attempt(`scale on ${backend}`, async () => {
-        const rows: ScaleResult[] = [];
+        printScaleHeading(backend);
         // One small size unless told: the mode's code paths, not its figures.
-        for (const count of process.env.BENCH_SCALE_SIZES ? scaleSizes() : [500]) rows.push(await benchScale(count));
-        printScale(rows);
+        for (const count of process.env.BENCH_SCALE_SIZES ? scaleSizes() : [500]) printScaleRow(await benchScale(count));
       });
       await attempt(`soak on ${backend}`, async () => {
         process.env.SOAK_SECONDS ??= '5';

@@ -142,21 +142,21 @@ export function scaleSizes(args: string[] = []): number[] {
 
 const signed = (n: number | null) => (n === null ? 'n/a' : `${n >= 0 ? '+' : ''}${fmt(n)}`);
 
-/** Prints the rows as one table. */
-export function printScale(rows: ScaleResult[]): void {
-  if (rows.length === 0) return;
-  console.log(`\n## Cost as work grows on ${rows[0]?.backend} (${PER_ORGANIZATION} end users' integrations per organization; provider latency ${LATENCY_MS} ms, ${CONCURRENCY} at once)`);
+/** Prints the table's heading. */
+export function printScaleHeading(backend: string): void {
+  console.log(`\n## Cost as work grows on ${backend} (${PER_ORGANIZATION} end users' integrations per organization; provider latency ${LATENCY_MS} ms, ${CONCURRENCY} at once)`);
   console.log('| N | organizations | validation pass | ms per integration | × ceiling | peak RSS MiB | heap after pass, Δ MiB | list of one org (items) | µs per item | list of one org of N (items) | µs per item | heap after lists, Δ MiB |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
-  for (const r of rows) {
-    console.log(
-      `| ${r.count} | ${r.organizations} | ${fmt(r.validationSeconds)} s | ${fmt((r.validationSeconds * 1000) / r.count, 2)} | ${fmt(r.validationRatio, 2)} | ${fmt(r.peakRssMb, 0)} | ${signed(r.heapAfterPassMb)} | ${fmt(r.listOrgMs)} ms (${r.listOrgItems}) | ${fmt((r.listOrgMs * 1000) / r.listOrgItems, 1)} | ${fmt(r.listAllMs)} ms (${r.listAllItems}) | ${fmt((r.listAllMs * 1000) / r.listAllItems, 1)} | ${signed(r.heapAfterListsMb)} |`,
-    );
-  }
+}
+
+/** Prints one size's row (as soon as it is measured: the largest takes minutes). */
+export function printScaleRow(r: ScaleResult): void {
+  console.log(
+    `| ${r.count} | ${r.organizations} | ${fmt(r.validationSeconds)} s | ${fmt((r.validationSeconds * 1000) / r.count, 2)} | ${fmt(r.validationRatio, 2)} | ${fmt(r.peakRssMb, 0)} | ${signed(r.heapAfterPassMb)} | ${fmt(r.listOrgMs)} ms (${r.listOrgItems}) | ${fmt((r.listOrgMs * 1000) / r.listOrgItems, 1)} | ${fmt(r.listAllMs)} ms (${r.listAllItems}) | ${fmt((r.listAllMs * 1000) / r.listAllItems, 1)} | ${signed(r.heapAfterListsMb)} |`,
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const rows: ScaleResult[] = [];
-  for (const count of scaleSizes(process.argv.slice(2))) rows.push(await benchScale(count));
-  printScale(rows);
+  printScaleHeading(process.env.BENCH_DATABASE_URL ? 'pg' : 'pglite');
+  for (const count of scaleSizes(process.argv.slice(2))) printScaleRow(await benchScale(count));
 }
