@@ -6,6 +6,7 @@
  * that differ between two recorded requests (audit ids, request ids, nonces, timestamps) are
  * made fresh on every replay, so the replay's inserts do not collide.
  */
+import { createRequire } from 'node:module';
 import { HotStatement } from '../src/db/client.ts';
 import type { Database } from '../src/db/client.ts';
 
@@ -108,8 +109,15 @@ function valuesFor(statement: Recorded, fresh: (boolean | null)[] | undefined, o
 }
 
 interface Queryable {
-  query(config: { name?: string; text: string; values: unknown[] } | string, values?: unknown[]): Promise<unknown>;
+  query(config: { name?: string; text: string; values: unknown[]; rowMode?: 'array'; types?: unknown } | string, values?: unknown[]): Promise<unknown>;
 }
+
+/** Dates and intervals as the text PostgreSQL sent, as Drizzle's pg session reads them (it parses them itself, later). */
+const RAW_TEXT = new Set([1082, 1114, 1184, 1186, 1115, 1182, 1185, 1187, 1231]);
+let pgTypes: { getTypeParser(id: number, format?: string): unknown } | null = null;
+const textTypes = {
+  getTypeParser: (id: number, format?: string) => (RAW_TEXT.has(id) ? (value: string) => value : pgTypes?.getTypeParser(id, format)),
+};
 
 /**
  * Runs a replay through the app's own pool: statement by statement, or — when the request
@@ -119,13 +127,15 @@ interface Queryable {
 export function replayer(database: Database, first: Recorded[], second: Recorded[], fresh: (boolean | null)[][]): () => Promise<number> {
   // biome-ignore lint/suspicious/noExplicitAny: the driver's own client, under Drizzle (a pg Pool or a PGlite)
   const client = (database.db as any).$client;
+  if (database.kind === 'pg') pgTypes ??= createRequire(import.meta.url)('pg').types;
   const inTransaction = first.some((s) => /^begin\b/i.test(s.text.trim()));
   const run = async (on: Queryable, skipBeginCommit: boolean) => {
     for (let i = 0; i < first.length; i++) {
       const statement = first[i] as Recorded;
       if (skipBeginCommit && /^(begin|commit)\b/i.test(statement.text.trim())) continue;
       const values = valuesFor(statement, fresh[i], second[i]);
-      if (database.kind === 'pg' && statement.name) await on.query({ name: statement.name, text: statement.text, values });
+      // The driver's cheapest reading of the same rows (arrays, dates left as text): the stricter baseline.
+      if (database.kind === 'pg') await on.query({ ...(statement.name ? { name: statement.name } : {}), text: statement.text, values, rowMode: 'array', types: textTypes });
       else await on.query(statement.text, values);
     }
     return first.length;
