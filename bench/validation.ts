@@ -61,34 +61,42 @@ export async function openBenchDatabase(): Promise<{ database: Database; cleanup
   return { database, cleanup: async () => { await database.close(); rmSync(dir, { recursive: true, force: true }); } };
 }
 
-/** Seeds `count` connected GitHub integrations (with encrypted access tokens), due now. */
-async function seed(database: Database, keyring: ReturnType<typeof loadConfig>['keyring'], count: number): Promise<void> {
-  // One integration per (organization, provider): one organization each.
-  const orgs = count;
+/**
+ * Seeds `count` connected GitHub integrations (with encrypted access tokens), due now:
+ * `perOrganization` 1 gives each its own organization (the organization's own integration);
+ * more puts that many end users' integrations in each organization. Returns the organizations.
+ */
+export async function seed(database: Database, keyring: ReturnType<typeof loadConfig>['keyring'], count: number, perOrganization = 1): Promise<string[]> {
+  // One integration per (organization, provider, end user).
+  const orgs = Math.ceil(count / perOrganization);
   const orgIds = Array.from({ length: orgs }, () => ulid());
   for (let start = 0; start < orgIds.length; start += 1000) {
     await database.db.execute(sql`INSERT INTO organizations (id, name) SELECT unnest(${sql.param(orgIds.slice(start, start + 1000))}::text[]), 'bench'`);
   }
   const batch = 500;
   for (let start = 0; start < count; start += batch) {
-    const rows: { org: string; id: string }[] = [];
-    for (let i = start; i < Math.min(count, start + batch); i++) rows.push({ org: orgIds[i % orgs] as string, id: ulid() });
+    const rows: { org: string; id: string; endUser: string }[] = [];
+    for (let i = start; i < Math.min(count, start + batch); i++) {
+      rows.push({ org: orgIds[Math.floor(i / perOrganization)] as string, id: ulid(), endUser: perOrganization === 1 ? '' : `end-user-${i % perOrganization}` });
+    }
     const ids = rows.map((r) => r.id);
     const orgsCol = rows.map((r) => r.org);
     await database.db.execute(sql`
-      INSERT INTO integrations (organization_id, id, provider, name, description, provider_account_id, next_validation_at, last_validated_at)
-      SELECT o, i, 'github', 'GitHub Integration (bench)', 'OAuth integration with github for bench', i, now() - interval '1 second', now() - interval '1 day'
-      FROM unnest(${sql.param(orgsCol)}::text[], ${sql.param(ids)}::text[]) AS t(o, i)`);
+      INSERT INTO integrations (organization_id, id, provider, end_user_key, end_user, name, description, provider_account_id, next_validation_at, last_validated_at)
+      SELECT o, i, 'github', e, CASE WHEN e = '' THEN NULL ELSE jsonb_build_object('id', e) END,
+             'GitHub Integration (bench)', 'OAuth integration with github for bench', i, now() - interval '1 second', now() - interval '1 day'
+      FROM unnest(${sql.param(orgsCol)}::text[], ${sql.param(ids)}::text[], ${sql.param(rows.map((r) => r.endUser))}::text[]) AS t(o, i, e)`);
     const envelopes = rows.map((row) => seal(keyring, { organizationId: row.org, recordId: row.id, name: 'github_access_token' }, `gho_bench_${row.id.slice(-6).toLowerCase()}`));
     await database.db.execute(sql`
       INSERT INTO integration_secrets (organization_id, integration_id, name, key_id, envelope)
       SELECT o, i, 'github_access_token', k, e
       FROM unnest(${sql.param(orgsCol)}::text[], ${sql.param(ids)}::text[], ${sql.param(envelopes.map((e) => e.keyId))}::text[], ${sql.param(envelopes.map((e) => e.envelope))}::text[]) AS t(o, i, k, e)`);
   }
+  return orgIds;
 }
 
 /** The same provider calls at the same concurrency, with no database: the latency-bound ceiling. */
-async function baseline(apiUrl: string, count: number): Promise<number> {
+export async function baseline(apiUrl: string, count: number): Promise<number> {
   const started = performance.now();
   let next = 0;
   const worker = async () => {
@@ -102,7 +110,8 @@ async function baseline(apiUrl: string, count: number): Promise<number> {
   return count / ((performance.now() - started) / 1000);
 }
 
-function heapAfterGc(): number | null {
+/** The JS heap in use after a full collection, MiB (null without --expose-gc). */
+export function heapAfterGc(): number | null {
   if (!globalThis.gc) return null;
   globalThis.gc();
   return process.memoryUsage().heapUsed / 1048576;
