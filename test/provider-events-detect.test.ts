@@ -64,7 +64,8 @@ afterAll(async () => {
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
 
 describe('time to detect a revocation a provider pushes', () => {
-  it('measures event sent → status invalid committed, per provider (p50/p99)', async () => {
+  // Generous: many rounds on a shared two-core machine; the per-answer bound is the assertion.
+  it('measures event sent → status invalid committed, per provider (p50/p99)', { timeout: 60_000 + ROUNDS * 3 * 300 }, async () => {
     const figures: Record<string, { deliveries: number; p50Ms: number; p99Ms: number; maxMs: number }> = {};
     for (const [provider, list] of Object.entries(targets)) {
       const times: number[] = [];
