@@ -170,14 +170,15 @@ describe('Slack (Events API)', () => {
 
   it('an unknown user, another workspace or an event type not acted on: 200, and nothing changes', async () => {
     const before = await changeRecords(t);
-    for (const delivery of [slackSender.tokensRevoked('T0FAKE0001', ['U0NOBODY00']), slackSender.appUninstalled('T0OTHERTEAM'), slackSender.other('T0FAKE0001', 'message')]) {
+    const botsOnly = slackSender.tokensRevoked('T0FAKE0001', [], { botIds: ['U0FAKEBOT'] });
+    for (const delivery of [slackSender.tokensRevoked('T0FAKE0001', ['U0NOBODY00']), botsOnly, slackSender.appUninstalled('T0OTHERTEAM'), slackSender.other('T0FAKE0001', 'message')]) {
       const res = await send(base, 'slack', delivery);
       expect(res.status, res.body).toBe(200);
       expect(res.json()).toEqual({ success: true });
     }
     expect(await byName()).toEqual(everyConnected(Object.keys(ids)));
     expect(await changeRecords(t)).toEqual(before);
-    expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'slack', type: 'tokens_revoked', outcome: 'unmatched' })).toBe(1);
+    expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'slack', type: 'tokens_revoked', outcome: 'unmatched' })).toBe(2);
   });
 
   it('a wrong or missing signature, or a stale timestamp: 401 and nothing changes', async () => {

@@ -34,7 +34,10 @@ describe('what a rule names', () => {
   it('a `[]` path fans out over its list; a missing part names nothing', () => {
     const body = { team_id: 'T1', event: { type: 'tokens_revoked', tokens: { oauth: ['U1', 'U2'], bot: ['B1'] } } };
     expect(idsOf('{team_id}:{event.tokens.oauth[]}', body)).toEqual(['T1:U1', 'T1:U2']);
-    expect(idsOf('{team_id}:{event.tokens.oauth[]}', { team_id: 'T1', event: { tokens: { oauth: [] } } })).toBeUndefined();
+    // Only bot tokens revoked: a real event that names none of ours; a missing list is not what Slack sends.
+    expect(idsOf('{team_id}:{event.tokens.oauth[]}', { team_id: 'T1', event: { tokens: { oauth: [], bot: ['B1'] } } })).toEqual([]);
+    expect(idsOf('{team_id}:{event.tokens.oauth[]}', { team_id: 'T1', event: {} })).toBeUndefined();
+    expect(idsOf('{team_id}:{event.tokens.oauth[]}', { event: { tokens: { oauth: ['U1'] } } })).toBeUndefined();
     expect(idsOf('{sender.id}', { sender: { id: 583231 } })).toEqual(['583231']);
   });
 

@@ -97,15 +97,20 @@ const PLACEHOLDER = /\{([A-Za-z][A-Za-z0-9_.]*(?:\[\])?[A-Za-z0-9_.]*)\}/g;
 
 /**
  * The ids a template names in the body: one per combination of its placeholders' values (a
- * path with `[]` fans out); undefined when a placeholder holds nothing usable.
+ * path with `[]` fans out, and an empty list names no one); undefined when a placeholder holds
+ * nothing usable.
  */
 export function idsOf(template: string, body: unknown): string[] | undefined {
   let ids = [''];
   let last = 0;
   for (const match of template.matchAll(PLACEHOLDER)) {
+    const path = match[1] as string;
     const literal = template.slice(last, match.index);
-    const values = valuesAt(body, match[1] as string).filter((value) => typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))).map(String);
-    if (values.length === 0 || values.some((value) => value === '' || value.length > MAX_ID)) return undefined;
+    const found = valuesAt(body, path);
+    // Slack revoking only bot tokens sends `tokens.oauth: []`: a real event naming none of ours.
+    if (path.includes('[]') && found.length === 0 && Array.isArray(valueAt(body, path.slice(0, path.indexOf('[]'))))) return [];
+    const values = found.filter((value) => typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))).map(String);
+    if (values.length === 0 || values.length !== found.length || values.some((value) => value === '' || value.length > MAX_ID)) return undefined;
     ids = ids.flatMap((prefix) => values.map((value) => `${prefix}${literal}${value}`));
     last = (match.index ?? 0) + match[0].length;
   }

@@ -59,7 +59,8 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
   const signature = checkSignature(events, delivery.secret, delivery, nowMs);
   if (signature !== 'ok') {
     deps.metrics?.providerEvent(provider, UNVERIFIED, signature);
-    deps.logger.warn({ provider, outcome: signature }, 'provider event refused: signature missing, wrong or stale');
+    // Names the setting, never its value: a deployment whose secret is wrong sees every delivery refused here.
+    deps.logger.warn({ provider, outcome: signature }, `provider event refused: signature missing, wrong or stale (check INTEGRATION_OAUTH_${provider.toUpperCase()}_EVENTS_SECRET)`);
     throw new AppError('UNAUTHENTICATED', { message: 'The delivery is not signed by the provider' });
   }
   await deps.limit?.();
@@ -86,6 +87,7 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
     // The delivery's id first: a duplicate costs this one statement, and waits for (then loses to) one in flight.
     const fresh = await work.db.insert(providerEventDeliveries).values({ provider, deliveryId }).onConflictDoNothing().returning({ one: sql<number>`1` });
     if (fresh.length === 0) return { outcome: 'duplicate' as const, changed: 0 };
+    if (targets.accounts?.length === 0) return { outcome: 'unmatched' as const, changed: 0 };
     const conditions: SQL[] = [eq(integrations.provider, provider)];
     if (targets.workspace !== undefined) conditions.push(eq(integrations.providerWorkspaceId, targets.workspace));
     if (targets.accounts !== undefined) conditions.push(inArray(integrations.providerAccountId, targets.accounts));

@@ -157,8 +157,9 @@ export interface EventRule {
   /**
    * Which of this provider's integrations it names, as templates of dot paths of the body: the
    * workspace id the integration keeps (`AccountSpec.workspaceId`), and its account ids — a
-   * path ending in `[]` yields one id per item (`{team_id}:{event.tokens.oauth[]}`). Both
-   * given, both must hold; a template the body cannot fill makes the delivery a 400.
+   * path ending in `[]` yields one id per item (`{team_id}:{event.tokens.oauth[]}`; an empty
+   * list names no one). Both given, both must hold; a template the body cannot fill makes the
+   * delivery a 400.
    */
   match: { workspace?: string; accounts?: string };
   /** When the provider says the revocation happened: a dot path holding epoch seconds, epoch milliseconds or an ISO 8601 time. */
