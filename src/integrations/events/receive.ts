@@ -92,7 +92,12 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
     if (targets.workspace !== undefined) conditions.push(eq(integrations.providerWorkspaceId, targets.workspace));
     if (targets.accounts !== undefined) conditions.push(inArray(integrations.providerAccountId, targets.accounts));
     // Across organizations by design: the provider names its account, not our tenant. Each change is then led by its organization.
-    const named = await work.db.select({ organizationId: integrations.organizationId, id: integrations.id }).from(integrations).where(and(...conditions));
+    // In key order: two deliveries naming the same rows (tokens_revoked and app_uninstalled at once) lock them in the same order.
+    const named = await work.db
+      .select({ organizationId: integrations.organizationId, id: integrations.id })
+      .from(integrations)
+      .where(and(...conditions))
+      .orderBy(integrations.organizationId, integrations.id);
     for (const row of named) await deps.lifecycle.transitionIn(work, row.organizationId, row.id, transition, occurredAt);
     return { outcome: named.length > 0 ? ('matched' as const) : ('unmatched' as const), changed: named.length };
   });
