@@ -31,5 +31,9 @@ export interface Services {
   /** Grants to revoke at their providers after a commit (integrations/revocations.ts). */
   revocations: Revocations;
   logger: Logger;
-  metrics?: LifecycleMetrics & { providerCall(provider: string, outcome: string, seconds: number): void; retentionPurged(kind: string, count: number): void };
+  metrics?: LifecycleMetrics & {
+    providerCall(provider: string, outcome: string, seconds: number): void;
+    retentionPurged(kind: string, count: number): void;
+    providerEvent(provider: string, type: string, outcome: string): void;
+  };
 }

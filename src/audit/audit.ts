@@ -26,6 +26,8 @@ export interface AuditActor {
   requestId: string | null;
   /** The acting user when there is no principal yet (registration, login). */
   userId?: string;
+  /** A provider acting through its signed events (docs/contract.md §5b): credential kind `provider`, its id the credential. */
+  provider?: string;
 }
 
 /** An SQL expression for one column: a parameter, a placeholder of a statement built once, or a column of its source. */
@@ -77,8 +79,8 @@ export function actorValues(actor: AuditActor): Pick<AuditValues, 'actorUserId' 
   return {
     actorUserId: sql`${principal?.userId ?? actor.userId ?? null}::text`,
     impersonatorUserId: sql`${principal?.impersonatorId ?? null}::text`,
-    credentialKind: sql`${principal?.kind ?? null}::text`,
-    credentialId: sql`${principal?.credentialId ?? null}::text`,
+    credentialKind: sql`${principal?.kind ?? (actor.provider ? 'provider' : null)}::text`,
+    credentialId: sql`${principal?.credentialId ?? actor.provider ?? null}::text`,
     requestId: sql`${actor.requestId}::text`,
   };
 }

@@ -37,6 +37,8 @@ const ProviderSettings = Type.Object(
     apiUrl: Type.Optional(Type.String({ minLength: 1 })),
     userinfoUrl: Type.Optional(Type.String({ minLength: 1 })),
     revokeUrl: Type.Optional(Type.String({ minLength: 1 })),
+    /** The secret the provider signs its revocation events with (docs/contract.md §5b); set, its events route is open. */
+    eventsSecret: Type.Optional(setting(Type.String({ minLength: 16, maxLength: 512 }), { secret: true })),
     /** A value for the definition's `{tenant}` placeholder (Microsoft: common, organizations, consumers or a tenant id). */
     tenant: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._-]+$' })),
     /** A custom provider's definition (docs/contract.md §5 "Custom providers"), checked by src/integrations/providers/custom.ts. */

@@ -29,6 +29,8 @@ export const integrations = pgTable(
     scopes: text('scopes').array().notNull().default(sql`'{}'::text[]`),
     /** The provider account's stable id (GitHub numeric id; Slack team:user). */
     providerAccountId: text('provider_account_id').notNull(),
+    /** The workspace or account the provider account belongs to (Slack team, Zoom account), when the provider has one: its events name it (docs/contract.md §5b). */
+    providerWorkspaceId: text('provider_workspace_id'),
     status: text('status').$type<IntegrationStatus>().notNull().default('connected'),
     /** Whether the last validation accepted the token (the status object's `tokenValid`). */
     tokenValid: boolean('token_valid').notNull().default(true),
@@ -62,7 +64,24 @@ export const integrations = pgTable(
     // The key and the description cannot disagree about who the end user is.
     check('integrations_end_user_key_check', sql`${t.endUserKey} = coalesce(${t.endUser}->>'id', '')`),
     index('integrations_next_validation_idx').on(t.nextValidationAt),
+    // A provider's events name accounts and workspaces, not organizations: found across them (src/integrations/events/).
+    index('integrations_provider_account_idx').on(t.provider, t.providerAccountId),
+    index('integrations_provider_workspace_idx').on(t.provider, t.providerWorkspaceId).where(sql`provider_workspace_id IS NOT NULL`),
   ],
+);
+
+/**
+ * Provider event deliveries already acted on, by the provider's delivery id (docs/contract.md
+ * §5b): written in the transaction of their effects, so a duplicate costs one conflicting insert.
+ */
+export const providerEventDeliveries = pgTable(
+  'provider_event_deliveries',
+  {
+    provider: text('provider').notNull(),
+    deliveryId: text('delivery_id').notNull(),
+    receivedAt: time('received_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.provider, t.deliveryId] })],
 );
 
 /**

@@ -13,6 +13,10 @@ export class Metrics {
   private readonly validations: Counter<'provider' | 'outcome'>;
   private readonly deliveryLag: Histogram;
   private readonly purged: Counter<'kind'>;
+  private readonly providerEvents: Counter<'provider' | 'type' | 'outcome'>;
+  private readonly revocations: Counter<'provider' | 'source'>;
+  private readonly detection: Histogram<'provider' | 'source'>;
+  private readonly detectionBound: Histogram<'provider' | 'source'>;
 
   constructor(database: Database) {
     const registers = [this.registry];
@@ -44,7 +48,40 @@ export class Metrics {
     this.purged = new Counter({ name: 'tessera_retention_purged_total', help: 'Rows retention deleted, by kind', labelNames: ['kind'], registers });
     // Every kind is exported from the start, at 0, so a dashboard sees the series before the first purge.
     for (const kind of ['connect_sessions', 'deliveries', 'oauth_states']) this.purged.inc({ kind }, 0);
+    // Revocations known in seconds, and how long the others went unnoticed at most (docs/contract.md §5b).
+    this.providerEvents = new Counter({
+      name: 'tessera_provider_events_total',
+      help: 'Provider event deliveries by provider, event type and outcome',
+      labelNames: ['provider', 'type', 'outcome'],
+      registers,
+    });
+    this.revocations = new Counter({ name: 'tessera_revocations_detected_total', help: 'Revocations detected, by provider and how they were learnt', labelNames: ['provider', 'source'], registers });
+    const detectionBuckets = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600];
+    this.detection = new Histogram({
+      name: 'tessera_revocation_detection_seconds',
+      help: 'From when the provider says a revocation happened to the commit of the status change',
+      labelNames: ['provider', 'source'],
+      buckets: detectionBuckets,
+      registers,
+    });
+    this.detectionBound = new Histogram({
+      name: 'tessera_revocation_detection_bound_seconds',
+      help: 'From the last proof a token was good (validation, refresh) to the commit of its revocation: an upper bound on how long it went unnoticed',
+      labelNames: ['provider', 'source'],
+      buckets: detectionBuckets,
+      registers,
+    });
     databaseGauges(database, registers);
+  }
+
+  providerEvent(provider: string, type: string, outcome: string): void {
+    this.providerEvents.inc({ provider, type, outcome });
+  }
+
+  revocationDetected(provider: string, source: string, elapsed: { seconds: number } | { boundSeconds: number }): void {
+    this.revocations.inc({ provider, source });
+    if ('seconds' in elapsed) this.detection.observe({ provider, source }, elapsed.seconds);
+    else this.detectionBound.observe({ provider, source }, elapsed.boundSeconds);
   }
 
   request(method: string, route: string, status: number, seconds: number): void {

@@ -17,6 +17,8 @@ export interface RateLimiter {
   checkEmail: (request: FastifyRequest, reply: FastifyReply, email: string) => Promise<void>;
   /** Failed authentications per client IP (decision 78). */
   failures: FailedAuthentications;
+  /** A provider's signed event deliveries, all of that provider's together (docs/contract.md §5b): ten times RATE_LIMIT_MAX. */
+  checkProviderEvents: (request: FastifyRequest, reply: FastifyReply, provider: string) => Promise<void>;
 }
 
 const noop: Limit = async () => {};
@@ -34,7 +36,7 @@ export async function createRateLimiter(
   options: { max: number; windowSeconds: number; organizationMax: number; serviceMax?: number },
 ): Promise<RateLimiter> {
   const failures = new FailedAuthentications(options);
-  if (options.max === 0) return { check: noop, checkEmail: noop, failures };
+  if (options.max === 0) return { check: noop, checkEmail: noop, failures, checkProviderEvents: noop };
   const common = {
     timeWindow: options.windowSeconds * 1000,
     errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) =>
@@ -70,7 +72,14 @@ export async function createRateLimiter(
     emails.set(request, email);
     return byEmail(request, reply);
   };
-  return { check, checkEmail, failures };
+  // Keyed by the provider, not the address: a provider delivers from many.
+  const providers = new WeakMap<FastifyRequest, string>();
+  const byProvider = await limiter((request) => `provider-events:${providers.get(request) ?? ''}`, options.max * 10);
+  const checkProviderEvents = (request: FastifyRequest, reply: FastifyReply, provider: string) => {
+    providers.set(request, provider);
+    return byProvider(request, reply);
+  };
+  return { check, checkEmail, failures, checkProviderEvents };
 }
 
 /**

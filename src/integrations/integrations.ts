@@ -91,6 +91,8 @@ export interface ConnectedIntegration {
   description: string;
   scopes: string[];
   providerAccountId: string;
+  /** The account's workspace at the provider (Slack team, Zoom account), when it has one. */
+  providerWorkspaceId: string | null;
   tokenExpiresAt: Date | null;
   refreshTokenExpiresAt: Date | null;
   hasRefreshToken: boolean;
@@ -118,6 +120,7 @@ export async function upsertConnectedIntegration(
     description: input.description,
     scopes: input.scopes,
     providerAccountId: input.providerAccountId,
+    providerWorkspaceId: input.providerWorkspaceId,
     status: 'connected' as IntegrationStatus,
     tokenValid: true,
     hasRefreshToken: input.hasRefreshToken,

@@ -114,6 +114,8 @@ export interface Transition {
   validated?: boolean;
   nextValidationAt?: Date;
   source?: TransitionSource;
+  /** The provider's delivery id, when its event caused the transition: kept in the audit row. */
+  deliveryId?: string;
 }
 
 function transitionFields(next: Transition, now: Date) {
@@ -174,7 +176,7 @@ export async function applyTransition(
       action: 'integration.status_changed',
       targetType: 'integration',
       targetId: integrationId,
-      detail: { from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}) },
+      detail: { from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}), ...(next.deliveryId ? { deliveryId: next.deliveryId } : {}) },
     });
     await work.outbox.emit(work.db, work.afterCommit, {
       organizationId,

@@ -12,7 +12,7 @@ describe('a configuration problem never shows a secret', () => {
       .filter((setting) => setting.secret && setting.env)
       .map((setting) => setting.env as string);
     expect(secretEnv).toEqual(expect.arrayContaining(['ENCRYPTION_KEYS', 'JWT_SECRET', 'JWT_SECRETS', 'DATABASE_URL', 'BOOTSTRAP_ADMIN_PASSWORD']));
-    const names = [...secretEnv, 'INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET', 'INTEGRATION_OAUTH_SLACK_CLIENT_SECRET', 'EVENTS_WEBHOOK_SECRET', 'EVENTS_WEBHOOK_URL'];
+    const names = [...secretEnv, 'INTEGRATION_OAUTH_GITHUB_CLIENT_SECRET', 'INTEGRATION_OAUTH_SLACK_CLIENT_SECRET', 'INTEGRATION_OAUTH_SLACK_EVENTS_SECRET', 'EVENTS_WEBHOOK_SECRET', 'EVENTS_WEBHOOK_URL'];
     const value = fc.oneof(
       fc.string({ minLength: 8, maxLength: 120 }),
       fc.stringMatching(/^[A-Za-z0-9+/=]{8,88}$/),

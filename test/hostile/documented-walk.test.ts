@@ -2,7 +2,9 @@
 // route added without a line here fails the walk (every documented route must be walked).
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { githubEvents, slackEvents } from '../fakes/provider-events.ts';
 import { bearer } from '../helpers/identity.ts';
+import { SECRETS } from '../helpers/provider-events.ts';
 import { REDIRECT_URI, startFlow } from '../helpers/providers.ts';
 import { fakeProblems, logProblems, responseProblems } from './checks.ts';
 import { checker, gh, gql, issued, ONE_MIB, slack, t, useHostileWorld } from './world.ts';
@@ -100,6 +102,11 @@ describe('every documented route, walked as documented', () => {
     await call('retry a delivery', 'POST', `/v1/webhooks/deliveries/${deliveries.json().deliveries[0]?.id}/retry`, 200, auth);
     await call('account access (service token)', 'GET', '/v1/account/access', 200, { ...bearer(serviceToken), 'x-organization-id': organizationId });
     await call('offboard organization', 'DELETE', `/v1/organizations/${secondId}`, 200, auth);
+    // A provider's signed events (docs/contract.md §5b): Slack's URL check, and a GitHub event naming no one here.
+    const slackCheck = slackEvents(SECRETS.slack).urlVerification();
+    await call('provider events (Slack url_verification)', 'POST', '/v1/providers/slack/events', 200, slackCheck.headers, slackCheck.body);
+    const revoked = githubEvents(SECRETS.github).authorizationRevoked({ id: 424242, login: 'nobody-here' });
+    await call('provider events (GitHub)', 'POST', '/v1/providers/github/events', 200, revoked.headers, revoked.body);
 
     // Documented errors.
     await call('401', 'GET', '/v1/integrations', 401);

@@ -16,6 +16,7 @@ import type { FakeProvider } from '../fakes/common.ts';
 import { startFakeGitHub } from '../fakes/github.ts';
 import { startFakeSlack } from '../fakes/slack.ts';
 import { createTestApp, TEST_ENCRYPTION_KEY, TEST_JWT_SECRET, type TestApp } from '../helpers/app.ts';
+import { eventsEnv, SECRETS } from '../helpers/provider-events.ts';
 import { graphqlData } from '../helpers/graphql.ts';
 import { type Account, bearer, login, registerAndLogin } from '../helpers/identity.ts';
 import { acceptTokenOf } from '../helpers/invitations.ts';
@@ -138,6 +139,8 @@ export function secrets(): { kind: SecretKind; value: string }[] {
     { kind: 'apiToken', value: world.apiToken },
     { kind: 'clientSecret', value: gh.clientSecret },
     { kind: 'clientSecret', value: slack.clientSecret },
+    { kind: 'clientSecret', value: SECRETS.github },
+    { kind: 'clientSecret', value: SECRETS.slack },
     { kind: 'serverKey', value: TEST_JWT_SECRET },
     { kind: 'serverKey', value: TEST_ENCRYPTION_KEY.slice(TEST_ENCRYPTION_KEY.indexOf(':') + 1) },
   ];
@@ -210,7 +213,7 @@ async function setUp(): Promise<void> {
   slack.addUser({ login: 'happysam', email: 'happysam@example.com' });
   // A webhook gives events their deliveries (the walk retries one); nothing delivers in the background.
   const webhook = { EVENTS_WEBHOOK_URL: receiver.url, EVENTS_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 9).toString('base64')}` };
-  t = await createTestApp({ background: false, env: { ...providerEnv(gh), ...providerEnv(slack), ...webhook, RATE_LIMIT_MAX: '0' } });
+  t = await createTestApp({ background: false, env: { ...providerEnv(gh), ...providerEnv(slack), ...eventsEnv('github', 'slack'), ...webhook, RATE_LIMIT_MAX: '0' } });
   checker = await OpenApiChecker.fromApp(t.fastify);
 
   world.owner = remember(await registerAndLogin(t.fastify, 'owner'));

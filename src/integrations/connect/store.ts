@@ -45,6 +45,7 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
     description: `OAuth integration with ${provider.id} for ${account.username}`,
     scopes: tokens.scopes,
     providerAccountId: account.id,
+    providerWorkspaceId: account.workspaceId ?? null,
     tokenExpiresAt,
     refreshTokenExpiresAt: refreshTokenExpiry(tokens, now),
     hasRefreshToken: tokens.refreshToken !== undefined,

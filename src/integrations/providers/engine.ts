@@ -43,6 +43,8 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
     classify,
     isWrite: spec.isWrite ?? ((method) => restIsWrite(method)),
     ...(spec.revoke ? { revoke: revoker(spec.displayName, spec.revoke, classify) } : {}),
+    // Read by src/integrations/events/, the one place deliveries are received.
+    ...(spec.events ? { events: spec.events } : {}),
   };
   return definition;
 }
@@ -109,10 +111,11 @@ async function readAccount(name: string, spec: AccountSpec, context: ProviderCon
   let email = textAt(body, spec.email);
   if (!email && spec.fetchEmail) email = await spec.fetchEmail(context, accessToken, body).catch(() => undefined);
   const metadata = pickMetadata(body, spec.metadata);
-  return { id, username, ...(email ? { email } : {}), ...(Object.keys(metadata).length > 0 ? { metadata } : {}) };
+  const workspaceId = spec.workspaceId ? accountId(body, spec.workspaceId) : undefined;
+  return { id, username, ...(email ? { email } : {}), ...(Object.keys(metadata).length > 0 ? { metadata } : {}), ...(workspaceId ? { workspaceId } : {}) };
 }
 
-/** The account id: a path, or a template of paths (`{team_id}:{user_id}`); undefined when a part is missing. */
+/** An id of the account answer (the account's, its workspace's): a path, or a template of paths (`{team_id}:{user_id}`); undefined when a part is missing. */
 function accountId(body: unknown, idSpec: string): string | undefined {
   if (!idSpec.includes('{')) return textAt(body, idSpec);
   try {

@@ -30,4 +30,17 @@ export const github = defineProvider({
     // A 403 is a rate limit when GitHub says so (no requests left, a Retry-After, a "secondary rate limit"): the engine's rule for any provider.
   },
   revoke: { url: '{apiUrl}/applications/{clientId}/grant', method: 'DELETE', param: 'access_token', format: 'json', auth: 'basic', okStatuses: [204, 404] },
+  // A GitHub App's webhook (the `github` provider configured with a GitHub App's client). GitHub signs no
+  // timestamp: the delivery id is what stops a replay. `installation` events belong to `githubapp` (§5c).
+  events: {
+    signature: { header: 'x-hub-signature-256', prefix: 'sha256=' },
+    deliveryId: { header: 'x-github-delivery' },
+    rules: [
+      {
+        type: 'github_app_authorization',
+        when: [{ header: 'x-github-event', equals: 'github_app_authorization' }, { path: 'action', equals: 'revoked' }],
+        match: { accounts: '{sender.id}' },
+      },
+    ],
+  },
 });

@@ -52,13 +52,34 @@ export const slack = defineProvider({
   // PKCE makes a Slack app a public client whose refresh tokens expire.
   pkce: false,
   token: { errors: 'body', okField: 'ok', userTokenPath: 'authed_user', metadata: { workspaceId: 'team.id' }, clientErrors: ['invalid_client_id', 'bad_client_secret', 'invalid_client'] },
-  account: { url: '{apiUrl}/auth.test', method: 'POST', id: '{team_id}:{user_id}', username: ['user', 'user_id'], fetchEmail: profileEmail, metadata: { workspaceId: 'team_id' } },
+  account: { url: '{apiUrl}/auth.test', method: 'POST', id: '{team_id}:{user_id}', username: ['user', 'user_id'], fetchEmail: profileEmail, metadata: { workspaceId: 'team_id' }, workspaceId: 'team_id' },
   api: {
     missingScope: [{ body: { path: 'error', equals: 'missing_scope' } }],
     deadToken: [{ status: 401 }, { body: { path: 'error', equals: DEAD_TOKEN } }],
     rateLimit: [{ body: { path: 'error', equals: 'ratelimited' } }],
   },
   revoke: { url: '{apiUrl}/auth.revoke', auth: 'bearer' },
+  // The Events API (request signing v0; `tokens_revoked`, `app_uninstalled`); Slack retries a delivery with the same `event_id`.
+  events: {
+    signature: { header: 'x-slack-signature', prefix: 'v0=', signed: 'v0:{timestamp}:{body}', timestampHeader: 'x-slack-request-timestamp' },
+    deliveryId: { path: 'event_id' },
+    handshakes: [{ when: [{ path: 'type', equals: 'url_verification' }], answer: { challenge: 'challenge' } }],
+    rules: [
+      {
+        type: 'tokens_revoked',
+        when: [{ path: 'type', equals: 'event_callback' }, { path: 'event.type', equals: 'tokens_revoked' }],
+        // The user tokens revoked, by user id (`event.tokens.bot` are bot users: Tessera holds user tokens only).
+        match: { accounts: '{team_id}:{event.tokens.oauth[]}' },
+        occurredAt: { path: 'event_time', format: 'seconds' },
+      },
+      {
+        type: 'app_uninstalled',
+        when: [{ path: 'type', equals: 'event_callback' }, { path: 'event.type', equals: 'app_uninstalled' }],
+        match: { workspace: '{team_id}' },
+        occurredAt: { path: 'event_time', format: 'seconds' },
+      },
+    ],
+  },
   isWrite(_method, segments) {
     const [name, ...rest] = segments;
     const reads = name !== undefined && rest.length === 0 && (READ_METHODS.has(name) || READ_SUFFIXES.some((suffix) => name.endsWith(suffix)));

@@ -65,6 +65,12 @@ export interface AccountSpec {
   email?: string | string[];
   /** Metadata kept from the account answer: metadata key → dot path. */
   metadata?: Record<string, string>;
+  /**
+   * The workspace or account the user belongs to at the provider (Slack `team_id`, Zoom
+   * `account_id`): a dot path, or a template of paths. Kept on the integration, indexed, because
+   * the provider's events name it (docs/contract.md §5b; `EventRule.match`).
+   */
+  workspaceId?: string;
   /** Code for an e-mail a second call must fetch (GitHub `/user/emails`); any failure means "no e-mail". */
   fetchEmail?(context: ProviderContext, accessToken: string, answer: unknown): Promise<string | undefined>;
 }
@@ -102,6 +108,76 @@ export interface RevokeSpec {
   okStatuses?: number[];
 }
 
+/**
+ * A condition on a delivery of the provider's events: a header (`x-github-event`) or a dot path
+ * of its JSON body (`event.type`) equals one of `equals`.
+ */
+export interface EventCondition {
+  header?: string;
+  path?: string;
+  equals: string | readonly string[];
+}
+
+/**
+ * How the provider signs a delivery: hex HMAC-SHA256 under the events secret, sent as
+ * `<prefix><hex>` in `header`, over `signed` — a template of `{timestamp}` (the value of
+ * `timestampHeader`) and `{body}` (the raw body, byte for byte). A provider that signs a
+ * timestamp (seconds since the epoch) has it checked against `toleranceSeconds`.
+ */
+export interface EventSignatureSpec {
+  header: string;
+  prefix: string;
+  /** Default `{body}`. */
+  signed?: string;
+  timestampHeader?: string;
+  /** Default 300 (five minutes). */
+  toleranceSeconds?: number;
+}
+
+/** A request that checks the URL (Slack's `url_verification`, Zoom's `endpoint.url_validation`): answered 200, changing nothing. */
+export interface EventHandshakeSpec {
+  when: readonly EventCondition[];
+  /**
+   * The answer's fields: a dot path of the body (it must hold a non-empty string), or `{ hmac:
+   * path }` — the hex HMAC-SHA256 of that value under the events secret (Zoom's `encryptedToken`).
+   */
+  answer: Readonly<Record<string, string | { hmac: string }>>;
+}
+
+/**
+ * An event Tessera acts on (docs/contract.md §5b): the integrations it names become `invalid`
+ * (policy.ts, point `event`). A well-signed delivery matching no rule is answered 200 and
+ * changes nothing. An effect other than revocation (GitHub's `installation` `unsuspend`:
+ * validate again) would be one more field here, read by src/integrations/events/.
+ */
+export interface EventRule {
+  /** Its name in metrics, audit rows and log lines (`tokens_revoked`). */
+  type: string;
+  when: readonly EventCondition[];
+  /**
+   * Which of this provider's integrations it names, as templates of dot paths of the body: the
+   * workspace id the integration keeps (`AccountSpec.workspaceId`), and its account ids — a
+   * path ending in `[]` yields one id per item (`{team_id}:{event.tokens.oauth[]}`; an empty
+   * list names no one). Both given, both must hold; a template the body cannot fill makes the
+   * delivery a 400.
+   */
+  match: { workspace?: string; accounts?: string };
+  /** When the provider says the revocation happened: a dot path holding epoch seconds, epoch milliseconds or an ISO 8601 time. */
+  occurredAt?: { path: string; format: 'seconds' | 'milliseconds' | 'iso' };
+}
+
+/** The provider's revocation events (docs/contract.md §5b), as data read by src/integrations/events/. */
+export interface EventsSpec {
+  signature: EventSignatureSpec;
+  /**
+   * The delivery's id, the same on the provider's retries: a header (`x-github-delivery`), a
+   * body path (`event_id`), or a digest of body paths (Zoom: `event_ts` and `payload`).
+   */
+  deliveryId: { header: string } | { path: string } | { digest: readonly string[] };
+  handshakes?: readonly EventHandshakeSpec[];
+  rules: readonly EventRule[];
+}
+
 export interface ProviderSpec {
   /** Lower-case id, `^[a-z][a-z0-9]{1,31}$`; names the secrets (`<id>_access_token`…). */
   id: string;
@@ -136,6 +212,8 @@ export interface ProviderSpec {
    * is allowed in development, like every provider endpoint.
    */
   metadataHosts?: string[];
+  /** The provider's revocation events, when it sends them (docs/contract.md §5b); its events route answers 404 without. */
+  events?: EventsSpec;
   /** Code for metadata discovered with a call after the exchange (Atlassian's sites). */
   discover?(context: ProviderContext, accessToken: string): Promise<Record<string, unknown>>;
   /** Code for which proxied calls write, when not the REST rule (Slack's read methods, Linear's GraphQL queries). */

@@ -1,3 +1,5 @@
+import type { EventsSpec } from './spec.ts';
+
 /**
  * What the rest of Tessera sees of a provider: a `ProviderDefinition`, built by the engine
  * (engine.ts) from a provider's data (spec.ts). Provider quirks live in the data or in small
@@ -77,6 +79,8 @@ export interface ProviderAccount {
   email?: string;
   /** Metadata the account answer carries (Linear's organization, Zoom's account). */
   metadata?: Metadata;
+  /** The workspace or account the user belongs to (Slack team, Zoom account), when the definition names one: events refer to it. */
+  workspaceId?: string;
 }
 
 export interface ProviderEndpoints {
@@ -154,6 +158,8 @@ export interface ProviderDefinition {
   classify(response: ProviderResponse): ProviderError | null;
   /** Whether a proxied call writes (owner/admin or API token only) or only reads (members too). */
   isWrite(method: string, segments: readonly string[], body: unknown): boolean;
+  /** The provider's revocation events (spec.ts `EventsSpec`, read by src/integrations/events/); absent when it sends none. */
+  events?: EventsSpec;
   /** Revokes the grant at the provider (best effort on delete); throws ProviderError on failure. Absent: no revoke endpoint. */
   revoke?(context: ProviderContext, tokens: { accessToken: string; refreshToken?: string }): Promise<void>;
 }

@@ -15,11 +15,25 @@ export const zoom = defineProvider({
   defaultScopes: [],
   clientAuth: 'client_secret_basic',
   token: { metadata: { apiUrl: 'api_url' } },
-  account: { url: '{apiUrl}/users/me', id: 'id', username: ['display_name', 'email'], email: 'email', metadata: { accountId: 'account_id' } },
+  account: { url: '{apiUrl}/users/me', id: 'id', username: ['display_name', 'email'], email: 'email', metadata: { accountId: 'account_id' }, workspaceId: 'account_id' },
   api: {
     missingScope: [{ status: 400, body: { path: 'code', equals: 4711 } }],
     deadToken: [{ status: 401 }],
   },
   // The token goes in the form body, never the query.
   revoke: { url: '{revokeUrl}', param: 'token', auth: 'basic' },
+  // The app's event notification endpoint (signature v0, `endpoint.url_validation`); a delivery has no id of its own.
+  events: {
+    signature: { header: 'x-zm-signature', prefix: 'v0=', signed: 'v0:{timestamp}:{body}', timestampHeader: 'x-zm-request-timestamp' },
+    deliveryId: { digest: ['event', 'event_ts', 'payload'] },
+    handshakes: [{ when: [{ path: 'event', equals: 'endpoint.url_validation' }], answer: { plainToken: 'payload.plainToken', encryptedToken: { hmac: 'payload.plainToken' } } }],
+    rules: [
+      {
+        type: 'app_deauthorized',
+        when: [{ path: 'event', equals: 'app_deauthorized' }],
+        match: { workspace: '{payload.account_id}', accounts: '{payload.user_id}' },
+        occurredAt: { path: 'payload.deauthorization_time', format: 'iso' },
+      },
+    ],
+  },
 });

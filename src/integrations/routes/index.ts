@@ -2,6 +2,7 @@ import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { callbackGetRoute, callbackPostRoute } from './callback.ts';
 import { connectSessionRoutes } from './connect-sessions.ts';
+import { providerEventsRoute } from './events.ts';
 import { integrationListRoutes } from './integrations.ts';
 import { providersRoute } from './providers.ts';
 import { proxyRoute } from './proxy.ts';
@@ -22,4 +23,5 @@ export function integrationRoutes(app: TypedFastify, services: Services): void {
   refreshRoute(app, services);
   proxyRoute(app, services);
   connectSessionRoutes(app, services);
+  providerEventsRoute(app, services);
 }

@@ -7,6 +7,7 @@ import { AppError } from '../../http/errors.ts';
 import { systemUnitOfWork } from '../../http/unit-of-work.ts';
 import type { IntegrationRow } from '../integrations.ts';
 import { ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
+import type { UnitOfWork } from '../../http/unit-of-work.ts';
 import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
@@ -19,6 +20,11 @@ import { storeRotated } from './store-rotated.ts';
 export interface LifecycleMetrics {
   refreshOutcome(provider: string, outcome: string): void;
   validationOutcome(provider: string, outcome: string): void;
+  /**
+   * A revocation detected (a status change to `invalid`), once committed: `seconds` since the
+   * provider says it happened, else `boundSeconds` since the integration last proved good.
+   */
+  revocationDetected(provider: string, source: string, elapsed: { seconds: number } | { boundSeconds: number }): void;
 }
 
 /** What the token lifecycle works with — and nothing else: it never sees a request or the services bag. */
@@ -245,16 +251,36 @@ export class TokenLifecycle {
   async transition(organizationId: string, integrationId: string, next: Transition, actor: AuditActor): Promise<IntegrationRow | null> {
     const kept = await keepStatus(this.deps.db, organizationId, integrationId, next);
     if (kept) return kept;
-    return systemUnitOfWork(this.deps.db, this.deps.outbox, actor, (work) =>
-      applyTransition(work, organizationId, integrationId, next, (before) =>
-        // Once committed, a line an operator can follow (decision 147): ids and our words, no secret.
-        work.afterCommit(() =>
-          this.deps.logger.info(
-            { provider: before.provider, integrationId, organizationId, from: before.status, to: next.status, reason: next.lastError },
-            `integration status changed to ${next.status}`,
-          ),
-        ),
-      ),
+    return systemUnitOfWork(this.deps.db, this.deps.outbox, actor, (work) => this.transitionIn(work, organizationId, integrationId, next));
+  }
+
+  /**
+   * Persists a transition in `work`'s transaction (status.ts `applyTransition`: audit row and
+   * event when the status changes); once committed, the log line and, for a revocation, its
+   * detection metrics — `occurredAt` being when the provider says it happened, if it says.
+   */
+  transitionIn(work: UnitOfWork, organizationId: string, integrationId: string, next: Transition, occurredAt?: Date): Promise<IntegrationRow | null> {
+    return applyTransition(work, organizationId, integrationId, next, (before) =>
+      work.afterCommit(() => {
+        // A line an operator can follow (decision 147): ids and our words, no secret.
+        this.deps.logger.info(
+          { provider: before.provider, integrationId, organizationId, from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}) },
+          `integration status changed to ${next.status}`,
+        );
+        if (next.status === 'invalid' && next.source && next.source !== 'connect') this.detected(before, next.source, occurredAt);
+      }),
     );
+  }
+
+  /** Counts a committed revocation: how long it went unnoticed, exactly when the provider says when it happened, else as a bound. */
+  private detected(before: IntegrationRow, source: string, occurredAt: Date | undefined): void {
+    const now = Date.now();
+    if (occurredAt) {
+      this.deps.metrics?.revocationDetected(before.provider, source, { seconds: Math.max(0, (now - occurredAt.getTime()) / 1000) });
+      return;
+    }
+    // Tessera keeps no time of each use: the last validation or refresh is the last proof the token was good.
+    const proven = Math.max(before.lastValidatedAt?.getTime() ?? 0, before.lastRefreshedAt?.getTime() ?? 0) || before.updatedAt.getTime();
+    this.deps.metrics?.revocationDetected(before.provider, source, { boundSeconds: Math.max(0, (now - proven) / 1000) });
   }
 }

@@ -1,0 +1,60 @@
+// Reading deliveries by the definitions' data, against the test vectors the providers publish.
+import { describe, expect, it } from 'vitest';
+import { github } from '../providers/github.ts';
+import { slack } from '../providers/slack.ts';
+import { zoom } from '../providers/zoom.ts';
+import { checkSignature, deliveryIdOf, idsOf, matchingRule, targetsOf } from './delivery.ts';
+
+const events = (definition: { events?: unknown }) => definition.events as NonNullable<typeof slack.events>;
+
+describe('signatures, as the providers document them', () => {
+  it("Slack's sample request from “Verifying requests from Slack” verifies, and only within five minutes", () => {
+    const body =
+      'token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c';
+    const delivery = {
+      headers: { 'x-slack-request-timestamp': '1531420618', 'x-slack-signature': 'v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503' },
+      raw: Buffer.from(body),
+    };
+    const secret = '8f742231b10e8888abcd99yyyzzz85a5';
+    expect(checkSignature(events(slack), secret, delivery, 1531420618_000 + 60_000)).toBe('ok');
+    expect(checkSignature(events(slack), secret, delivery, 1531420618_000 + 301_000)).toBe('stale');
+    expect(checkSignature(events(slack), 'another-secret', delivery, 1531420618_000)).toBe('rejected_signature');
+    expect(checkSignature(events(slack), secret, { ...delivery, raw: Buffer.from(`${body} `) }, 1531420618_000)).toBe('rejected_signature');
+  });
+
+  it("GitHub's test values from “Validating webhook deliveries” verify", () => {
+    const delivery = { headers: { 'x-hub-signature-256': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17' }, raw: Buffer.from('Hello, World!') };
+    expect(checkSignature(events(github), "It's a Secret to Everybody", delivery, Date.now())).toBe('ok');
+    expect(checkSignature(events(github), "It's a Secret to Everybody", { headers: {}, raw: delivery.raw }, Date.now())).toBe('rejected_signature');
+    expect(checkSignature(events(github), "It's a Secret to Everybody", { headers: { 'x-hub-signature-256': 'sha256=757107' }, raw: delivery.raw }, Date.now())).toBe('rejected_signature');
+  });
+});
+
+describe('what a rule names', () => {
+  it('a `[]` path fans out over its list; a missing part names nothing', () => {
+    const body = { team_id: 'T1', event: { type: 'tokens_revoked', tokens: { oauth: ['U1', 'U2'], bot: ['B1'] } } };
+    expect(idsOf('{team_id}:{event.tokens.oauth[]}', body)).toEqual(['T1:U1', 'T1:U2']);
+    // Only bot tokens revoked: a real event that names none of ours; a missing list is not what Slack sends.
+    expect(idsOf('{team_id}:{event.tokens.oauth[]}', { team_id: 'T1', event: { tokens: { oauth: [], bot: ['B1'] } } })).toEqual([]);
+    expect(idsOf('{team_id}:{event.tokens.oauth[]}', { team_id: 'T1', event: {} })).toBeUndefined();
+    expect(idsOf('{team_id}:{event.tokens.oauth[]}', { event: { tokens: { oauth: ['U1'] } } })).toBeUndefined();
+    expect(idsOf('{sender.id}', { sender: { id: 583231 } })).toEqual(['583231']);
+  });
+
+  it("Slack's tokens_revoked names user tokens only; app_uninstalled the workspace", () => {
+    const revoked = { type: 'event_callback', team_id: 'T1', event_id: 'Ev1', event: { type: 'tokens_revoked', tokens: { oauth: ['U1'], bot: ['B1'] } } };
+    const rule = matchingRule(events(slack), { headers: {}, raw: Buffer.alloc(0) }, revoked);
+    expect(rule?.type).toBe('tokens_revoked');
+    expect(rule && targetsOf(rule, revoked)).toEqual({ accounts: ['T1:U1'] });
+    const uninstalled = { type: 'event_callback', team_id: 'T1', event: { type: 'app_uninstalled' } };
+    const other = matchingRule(events(slack), { headers: {}, raw: Buffer.alloc(0) }, uninstalled);
+    expect(other && targetsOf(other, uninstalled)).toEqual({ workspace: 'T1' });
+  });
+
+  it("Zoom's delivery id is the same for a retry of the same body, and differs for another event", () => {
+    const body = { event: 'app_deauthorized', event_ts: 1700000000000, payload: { account_id: 'A', user_id: 'U' } };
+    const none = { headers: {}, raw: Buffer.alloc(0) };
+    expect(deliveryIdOf(events(zoom), none, body)).toBe(deliveryIdOf(events(zoom), none, structuredClone(body)));
+    expect(deliveryIdOf(events(zoom), none, { ...body, event_ts: 1700000000001 })).not.toBe(deliveryIdOf(events(zoom), none, body));
+  });
+});

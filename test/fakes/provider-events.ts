@@ -1,0 +1,147 @@
+/**
+ * Signed event deliveries as Slack, GitHub and Zoom send them to an app, written from each
+ * provider's documentation (not from Tessera's definitions):
+ * - Slack Events API, "Verifying requests from Slack": `X-Slack-Request-Timestamp` (epoch
+ *   seconds) and `X-Slack-Signature: v0=` + hex HMAC-SHA256(signing secret, `v0:<ts>:<body>`);
+ *   `url_verification` carries a `challenge`; `event_callback` wraps `tokens_revoked`
+ *   (`event.tokens.oauth` user ids, `event.tokens.bot`) and `app_uninstalled`, with `team_id`,
+ *   `api_app_id`, `event_id` and `event_time`; a retry repeats the body under a new timestamp
+ *   with `X-Slack-Retry-Num` and `X-Slack-Retry-Reason`.
+ * - GitHub webhooks, "Validating webhook deliveries": `X-Hub-Signature-256: sha256=` + hex
+ *   HMAC-SHA256(webhook secret, body) beside the legacy SHA-1 `X-Hub-Signature`, the event in
+ *   `X-GitHub-Event`, a GUID in `X-GitHub-Delivery` (kept by a redelivery), `User-Agent:
+ *   GitHub-Hookshot/…`; `github_app_authorization` has `action: "revoked"` and the `sender`.
+ * - Zoom webhooks: `x-zm-request-timestamp` (epoch seconds) and `x-zm-signature: v0=` + hex
+ *   HMAC-SHA256(secret token, `v0:<ts>:<body>`); `endpoint.url_validation` carries
+ *   `payload.plainToken`; `app_deauthorized` carries `payload.account_id`, `user_id`,
+ *   `deauthorization_time` (ISO 8601), `client_id`, `user_data_retention` and `signature`, with
+ *   `event_ts` in epoch milliseconds.
+ */
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+
+/** One delivery: what goes on the wire. */
+export interface SignedDelivery {
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** What the receiver answered. */
+export interface DeliveryAnswer {
+  status: number;
+  body: string;
+  json(): Record<string, unknown>;
+}
+
+const hmacHex = (secret: string, data: string) => createHmac('sha256', secret).update(data).digest('hex');
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+/** POSTs a delivery to `url` over real HTTP, as the provider's servers do. */
+export async function deliver(url: string, delivery: SignedDelivery): Promise<DeliveryAnswer> {
+  const res = await fetch(url, { method: 'POST', headers: delivery.headers, body: delivery.body });
+  const body = await res.text();
+  return { status: res.status, body, json: () => JSON.parse(body) as Record<string, unknown> };
+}
+
+/** Slack's Events API deliveries, signed with the app's signing secret. */
+export function slackEvents(signingSecret: string, options: { appId?: string } = {}) {
+  const appId = options.appId ?? 'A0FAKE';
+  const sign = (body: string, timestamp = nowSeconds(), extra: Record<string, string> = {}): SignedDelivery => ({
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': 'Slackbot 1.0 (+https://api.slack.com/robots)',
+      'x-slack-request-timestamp': String(timestamp),
+      'x-slack-signature': `v0=${hmacHex(signingSecret, `v0:${timestamp}:${body}`)}`,
+      ...extra,
+    },
+    body,
+  });
+  const callback = (teamId: string, event: Record<string, unknown>, eventTime: number) =>
+    JSON.stringify({
+      token: 'legacyVerificationToken0',
+      team_id: teamId,
+      api_app_id: appId,
+      event,
+      type: 'event_callback',
+      event_id: `Ev${randomBytes(5).toString('hex').toUpperCase()}`,
+      event_time: eventTime,
+    });
+  return {
+    sign,
+    /** The check Slack sends when the Request URL is set. */
+    urlVerification: (challenge = randomBytes(24).toString('base64url')) => sign(JSON.stringify({ token: 'legacyVerificationToken0', challenge, type: 'url_verification' })),
+    /** A user (or several) revoked the app's tokens. */
+    tokensRevoked: (teamId: string, userIds: string[], options: { botIds?: string[]; eventTime?: number; timestamp?: number } = {}) =>
+      sign(callback(teamId, { type: 'tokens_revoked', tokens: { oauth: userIds, bot: options.botIds ?? [] } }, options.eventTime ?? nowSeconds()), options.timestamp),
+    /** The app was uninstalled from the workspace. */
+    appUninstalled: (teamId: string, options: { eventTime?: number; timestamp?: number } = {}) => sign(callback(teamId, { type: 'app_uninstalled' }, options.eventTime ?? nowSeconds()), options.timestamp),
+    /** Another event the app is subscribed to. */
+    other: (teamId: string, type: string) => sign(callback(teamId, { type, user: 'U0SOMEONE', channel: 'C0FAKE0001' }, nowSeconds())),
+    /** Slack's retry of a delivery that failed: the same body, a new timestamp and signature. */
+    retry: (delivery: SignedDelivery, number = 1) => sign(delivery.body, nowSeconds(), { 'x-slack-retry-num': String(number), 'x-slack-retry-reason': 'http_timeout' }),
+  };
+}
+
+/** A GitHub App's webhook deliveries, signed with the webhook secret. */
+export function githubEvents(webhookSecret: string, options: { appId?: number; hookId?: number } = {}) {
+  const sign = (event: string, body: string, deliveryId: string = randomUUID()): SignedDelivery => ({
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': 'GitHub-Hookshot/7c9b3a1',
+      'x-github-event': event,
+      'x-github-delivery': deliveryId,
+      'x-github-hook-id': String(options.hookId ?? 4711),
+      'x-github-hook-installation-target-type': 'integration',
+      'x-github-hook-installation-target-id': String(options.appId ?? 123456),
+      'x-hub-signature': `sha1=${createHmac('sha1', webhookSecret).update(body).digest('hex')}`,
+      'x-hub-signature-256': `sha256=${hmacHex(webhookSecret, body)}`,
+    },
+    body,
+  });
+  const sender = (user: { id: number; login: string }) => ({ login: user.login, id: user.id, node_id: `U_${user.id}`, type: 'User', site_admin: false, html_url: `https://github.com/${user.login}` });
+  return {
+    sign,
+    /** A user revoked their authorization of the GitHub App. */
+    authorizationRevoked: (user: { id: number; login: string }) => sign('github_app_authorization', JSON.stringify({ action: 'revoked', sender: sender(user) })),
+    /** The ping GitHub sends when the webhook is created. */
+    ping: () => sign('ping', JSON.stringify({ zen: 'Keep it logically awesome.', hook_id: options.hookId ?? 4711 })),
+    /** A redelivery, from the app's settings: the same delivery id and body. */
+    redeliver: (delivery: SignedDelivery) => sign(delivery.headers['x-github-event'] as string, delivery.body, delivery.headers['x-github-delivery']),
+  };
+}
+
+/** Zoom's event notifications to an app's endpoint, signed with its secret token. */
+export function zoomEvents(secretToken: string, app: { clientId?: string } = {}) {
+  const sign = (body: string, timestamp = nowSeconds()): SignedDelivery => ({
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'user-agent': 'Zoom Marketplace/1.0a',
+      'x-zm-request-timestamp': String(timestamp),
+      'x-zm-signature': `v0=${hmacHex(secretToken, `v0:${timestamp}:${body}`)}`,
+      // The legacy verification token Zoom still sends; not a signature.
+      authorization: 'legacyVerificationToken0',
+    },
+    body,
+  });
+  return {
+    sign,
+    /** The check Zoom sends when the endpoint URL is saved (and every 72 hours). */
+    urlValidation: (plainToken = randomBytes(16).toString('base64url')) => sign(JSON.stringify({ payload: { plainToken }, event_ts: Date.now(), event: 'endpoint.url_validation' })),
+    /** A user (or the account's admin) removed the app. */
+    appDeauthorized: (accountId: string, userId: string, options: { deauthorizedAt?: Date; timestamp?: number } = {}) =>
+      sign(
+        JSON.stringify({
+          event: 'app_deauthorized',
+          event_ts: Date.now(),
+          payload: {
+            account_id: accountId,
+            user_id: userId,
+            signature: randomBytes(32).toString('hex'),
+            deauthorization_time: (options.deauthorizedAt ?? new Date()).toISOString(),
+            client_id: app.clientId ?? 'fakeZoomClientId',
+            user_data_retention: 'false',
+          },
+        }),
+        options.timestamp,
+      ),
+  };
+}
