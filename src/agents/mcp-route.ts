@@ -50,8 +50,11 @@ export function mcpRoutes(app: TypedFastify, services: Services): void {
         body: Type.Unknown({ description: 'A JSON-RPC message of MCP (protocol version 2025-06-18 or later)' }),
         response: {
           200: { description: 'The JSON-RPC answer' },
-          202: { description: 'A notification, accepted' },
-          406: { description: 'The client does not accept application/json and text/event-stream (a JSON-RPC error)' },
+          202: { type: 'null', description: 'A notification, accepted: no body' },
+          400: Type.Object(
+            { jsonrpc: Type.Literal('2.0'), error: Type.Object({ code: Type.Integer(), message: Type.String() }), id: Type.Union([Type.String(), Type.Number(), Type.Null()]) },
+            { description: 'A message that is not MCP: a JSON-RPC error' },
+          ),
         },
       },
       // Every 401 points the client at the metadata that says where a capability comes from (RFC 9728 §5.1).
@@ -66,20 +69,18 @@ export function mcpRoutes(app: TypedFastify, services: Services): void {
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       await server.connect(transport);
       try {
-        const headers = new Headers();
-        for (const name of ['accept', 'content-type', 'mcp-protocol-version']) {
-          const value = request.headers[name];
-          if (typeof value === 'string') headers.set(name, value);
-        }
+        // Every answer here is JSON (no streams), whatever else the client would accept: the transport's Accept rule has nothing to protect.
+        const headers = new Headers({ accept: 'application/json, text/event-stream', 'content-type': 'application/json' });
+        const version = request.headers['mcp-protocol-version'];
+        if (typeof version === 'string') headers.set('mcp-protocol-version', version);
         const answer = await transport.handleRequest(new Request(urls.mcp, { method: 'POST', headers, body: JSON.stringify(request.body ?? null) }), { parsedBody: request.body });
         reply.code(answer.status as 200);
         for (const name of PASSED_HEADERS) {
           const value = answer.headers.get(name);
           if (value !== null) reply.header(name, value);
         }
-        const body = await answer.text();
-        if (body === '') reply.removeHeader('content-type');
-        return body;
+        // An accepted notification has no body: the answer stays typed JSON like every other.
+        return await answer.text();
       } finally {
         await server.close();
       }

@@ -125,7 +125,7 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
           tags: ['agents'],
           consumes: ['application/x-www-form-urlencoded'],
           body: Type.Object({ token: text('The capability (tsc_…)'), token_type_hint: text('Ignored') }, { additionalProperties: true }),
-          response: { 200: Type.Object({}), 400: OAuthErrorSchema },
+          response: { 200: Type.Object({}), 400: Type.Object({ error: Type.Literal('invalid_request'), error_description: Type.String() }, { description: 'RFC 6749 §5.2: invalid_request (no token)' }) },
         },
       },
       async (request, reply) => {
