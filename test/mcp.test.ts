@@ -3,8 +3,12 @@
 // scope; a provider call goes through the proxy to the fake GitHub; failures are tool errors.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentCapability } from '../scripts/demo-agent.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { startFakeSlack } from './fakes/slack.ts';
@@ -131,6 +135,23 @@ describe('the MCP endpoint', () => {
 
     const status = await reader.callTool({ name: 'integration_status', arguments: { provider: 'github' } });
     expect(status.structuredContent).toMatchObject({ provider: 'github', connected: true, status: 'connected' });
+  });
+
+  it('runs docs/examples/agent.mjs as docs/agents.md shows it: mint, call GitHub, revoke', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, ['docs/examples/agent.mjs'], { env: { ...process.env, TESSERA_URL: url, TESSERA_API_TOKEN: apiToken }, timeout: 60_000 });
+    expect(stdout).toContain('tools: list_integrations, integration_status, github_api');
+    expect(stdout).toContain('GitHub says the connected account is octo');
+    expect(stdout).not.toMatch(/tsc_|tsa_/);
+    const doc = await readFile('docs/agents.md', 'utf8');
+    expect(doc).toContain((await readFile('docs/examples/agent.mjs', 'utf8')).trim());
+  });
+
+  it("the demo's agent command mints a capability and prints the endpoint and header an MCP client needs", async () => {
+    const printed = await agentCapability(url, apiToken);
+    expect(printed).toContain(`MCP endpoint   ${url}/mcp`);
+    const capability = /Authorization: Bearer (tsc_[A-Za-z0-9_-]{43})/.exec(printed)?.[1] ?? '';
+    const { tools } = await (await agent(capability)).listTools();
+    expect(tools.map((tool) => tool.name).sort()).toEqual(['github_api', 'integration_status', 'list_integrations']);
   });
 
   it('surfaces a revocation at the provider as a tool error with TOKEN_VALIDATION_FAILED', async () => {
