@@ -94,6 +94,15 @@ describe('minting a capability', () => {
     expect(write.json()).toEqual({ error: 'invalid_scope', error_description: expect.stringContaining('write') });
   });
 
+  it('exchanges a service token naming the organization; without one it is refused', async () => {
+    await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${owner.userId}`);
+    const service = (await gql(owner.token, 'mutation { createServiceToken(name: "product") { token } }')).createServiceToken.token;
+    await t.database.db.execute(sql`UPDATE users SET system_admin = false WHERE id = ${owner.userId}`);
+    const cap = await mint(service, 'integrations:github:write', { organization: owner.organizationId, agent: 'service-agent' });
+    expect((await proxy(cap, 'POST', 'github/proxy/echo/y', { b: 2 })).statusCode).toBe(200);
+    expect((await exchange(service, 'integrations:github:read')).json().error).toBe('invalid_request');
+  });
+
   it('answers each refusal in RFC 6749 §5.2 shape', async () => {
     const revokedToken = (await gql(owner.token, 'mutation { createAPIToken(name: "gone") { id token } }')).createAPIToken;
     await gql(owner.token, `mutation { revokeAPIToken(id: "${revokedToken.id}") { id } }`);
@@ -170,6 +179,18 @@ describe('what a capability may do', () => {
     expect((await proxy(fromSubject, 'GET', 'github/proxy/user')).statusCode).toBe(200);
     await gql(owner.token, `mutation { revokeAPIToken(id: "${subject.id}") { id } }`);
     expect((await proxy(fromSubject, 'GET', 'github/proxy/user')).statusCode).toBe(401);
+
+    // A write capability lives only while its person may still write: an admin made a member loses it, the read one stays.
+    const admin = await member();
+    await t.database.db.execute(sql`UPDATE memberships SET role = 'admin' WHERE organization_id = ${owner.organizationId} AND user_id = ${admin.account.userId}`);
+    const adminWrite = await mint(admin.pat, 'integrations:github:write', { organization: owner.organizationId });
+    const adminRead = await mint(admin.pat, 'integrations:github:read', { organization: owner.organizationId });
+    expect((await proxy(adminWrite, 'GET', 'github/proxy/user')).statusCode).toBe(200);
+    const demoted = await graphqlRequest(t.fastify, owner.token, `mutation { setMemberRole(email: "${admin.account.email}", role: "member") { role } }`);
+    expect(demoted.status, demoted.raw).toBe(200);
+    expect(demoted.body.errors, demoted.raw).toBeUndefined();
+    expect((await proxy(adminWrite, 'GET', 'github/proxy/user')).statusCode).toBe(401);
+    expect((await proxy(adminRead, 'GET', 'github/proxy/user')).statusCode).toBe(200);
 
     const { account, pat } = await member();
     const memberCap = await mint(pat, 'integrations:github:read', { organization: owner.organizationId });
