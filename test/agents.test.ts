@@ -11,7 +11,8 @@ import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { graphqlData, graphqlRequest } from './helpers/graphql.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
-import { connect, providerEnv } from './helpers/providers.ts';
+import { startThroughPage } from './helpers/connect-page.ts';
+import { connect, providerEnv, REDIRECT_URI } from './helpers/providers.ts';
 
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
@@ -197,6 +198,24 @@ describe('what a capability may do', () => {
     expect((await proxy(memberCap, 'GET', 'github/proxy/user')).statusCode).toBe(200);
     await gql(owner.token, `mutation { removeMember(email: "${account.email}") }`);
     expect((await proxy(memberCap, 'GET', 'github/proxy/user')).statusCode).toBe(401);
+  });
+});
+
+describe("an end user's capability", () => {
+  it("reaches only that end user's integration; one not narrowed picks with endUser, as the proxy does", async () => {
+    gh.addUser({ login: 'alice', email: 'alice@example.com' });
+    const minted = await t.fastify.inject({ method: 'POST', url: '/v1/connect/sessions', headers: bearer(apiToken), payload: { redirectUri: REDIRECT_URI, allowedProviders: ['github'], endUser: { id: 'cust-a' } } });
+    const { tx, authUrl } = await startThroughPage(t.fastify, minted.json().session.url, 'github');
+    const back = new URL(gh.authorize(authUrl, 'alice').location);
+    const landed = await t.fastify.inject({ url: `${back.pathname}${back.search}`, headers: { cookie: `oauth_tx=${tx}` } });
+    expect(new URL(landed.headers.location as string).searchParams.get('status')).toBe('connected');
+
+    const narrowed = await mint(apiToken, 'integrations:github:read', { end_user: 'cust-a' });
+    expect((await proxy(narrowed, 'GET', 'github/proxy/user')).json().login).toBe('alice');
+    expect((await proxy(narrowed, 'GET', 'github/proxy/user?endUser=cust-b')).statusCode).toBe(403);
+    const wide = await mint(apiToken, 'integrations:github:read');
+    expect((await proxy(wide, 'GET', 'github/proxy/user?endUser=cust-a')).json().login).toBe('alice');
+    expect((await proxy(wide, 'GET', 'github/proxy/user')).json().login).toBe('octo');
   });
 });
 
