@@ -4,6 +4,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
+import { scrubText } from '../src/http/logging.ts';
 import { hashToken } from '../src/identity/credentials.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
@@ -82,6 +83,8 @@ describe('minting a capability', () => {
     const stored = await queryRows<Record<string, unknown>>(t.database.db, sql`SELECT * FROM agent_capabilities`);
     expect(JSON.stringify(stored)).not.toContain(body.access_token.slice(4));
     expect(t.logs.lines.join('\n')).not.toContain(body.access_token.slice(4));
+    // Were one ever written into a line, the scrubber knows it by its shape.
+    expect(scrubText(`agent sent ${body.access_token}`)).toBe('agent sent ts*_[REDACTED]');
   });
 
   it("exchanges a person's PAT naming the organization; a member's PAT mints read but not write", async () => {
