@@ -103,11 +103,20 @@ export function listTools(services: Services, principal: Principal): Tool[] {
   return tools;
 }
 
-/** A failure as the model sees it: a tool error naming the §2 code (`TOKEN_VALIDATION_FAILED`, `PROVIDER_RATE_LIMITED`, …). */
-function toolError(error: unknown): CallToolResult {
+/**
+ * A failure as the model sees it: a tool error naming the §2 code (`TOKEN_VALIDATION_FAILED`,
+ * `PROVIDER_RATE_LIMITED` with its `retryAfter`, …). Anything else is logged and becomes a bare
+ * protocol error: the SDK would otherwise send its message, which may quote a failed query.
+ */
+function toolError(services: Services, error: unknown): CallToolResult {
   const answer = toAnswer(error);
-  if (!(answer instanceof AppError) || answer.code === 'INTERNAL') throw error;
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ code: answer.code, message: answer.message }) }] };
+  if (!(answer instanceof AppError) || answer.code === 'INTERNAL') {
+    services.logger.error({ err: error }, 'MCP tool failed');
+    throw new Error('Internal error');
+  }
+  const retryAfter = answer.headers?.['retry-after'];
+  const text = JSON.stringify({ code: answer.code, message: answer.message, ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}) });
+  return { isError: true, content: [{ type: 'text', text }] };
 }
 
 function invalid(path: string, message: string): AppError {
@@ -124,7 +133,7 @@ export async function callTool(services: Services, caller: ToolCaller, name: str
     if (api) return await apiTool(services, caller, api, args);
     throw new AppError('NOT_FOUND', { message: `No tool ${name.slice(0, 80)} for this credential` });
   } catch (error) {
-    return toolError(error);
+    return toolError(services, error);
   }
 }
 
