@@ -20,6 +20,7 @@ import { type FakeProvider, providerEnv } from '../test/fakes/common.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
 import { startFakeSlack } from '../test/fakes/slack.ts';
 import { freePort } from '../test/helpers/process.ts';
+import { agentCapability } from './demo-agent.ts';
 import { type DemoProduct, startDemoProduct } from './demo-product.ts';
 
 const DEMO_EMAIL = 'demo@example.com';
@@ -69,6 +70,7 @@ async function main(): Promise<void> {
   let github: FakeProvider;
   let slack: FakeProvider;
   let product: DemoProduct;
+  let apiToken = '';
   try {
     // GitHub with expiring tokens (ghu_ + rotating ghr_), as GitHub Apps issue them, so Refresh does something.
     github = await startFakeGitHub({ tokenExpiresIn: 8 * 3600, appName: 'Tessera demo' });
@@ -127,7 +129,8 @@ async function main(): Promise<void> {
       body: JSON.stringify({ email: DEMO_EMAIL, password: DEMO_PASSWORD, name: 'Demo User' }),
     });
     if (registered.status !== 201) throw new Error(`could not create the demo user (HTTP ${registered.status}: ${await registered.text()})`);
-    product.connect(url, await demoApiToken(url));
+    apiToken = await demoApiToken(url);
+    product.connect(url, apiToken);
   } catch (error) {
     await cleanUp();
     const message = error instanceof ConfigError ? error.problems.join('\n') : (error as Error).message;
@@ -152,6 +155,7 @@ async function main(): Promise<void> {
       interactive
         ? '  Type "revoke" + Enter to make the providers revoke every token, then press "Refresh status" on the page.'
         : '  (Run it in a terminal to type commands, e.g. "revoke".)',
+      interactive ? '  Type "agent" + Enter (once GitHub is connected) to mint an agent capability and see how to point an MCP client at it (docs/agents.md).' : '',
       '  Ctrl-C stops everything and deletes the demo data.',
       '',
     ].join('\n'),
@@ -183,10 +187,15 @@ async function main(): Promise<void> {
           `The fake GitHub and Slack revoked every token of ${GITHUB_LOGIN} and ${SLACK_LOGIN}. ` +
             'Press "Refresh status" on the page: connected integrations turn Invalid and offer Reconnect.\n',
         );
+      } else if (command === 'agent') {
+        void agentCapability(url, apiToken).then(
+          (lines) => process.stdout.write(lines),
+          (error: Error) => process.stdout.write(`${error.message}\n`),
+        );
       } else if (command === 'quit' || command === 'exit') {
         void stop('quit');
       } else if (command) {
-        process.stdout.write('Commands: revoke (the providers revoke every token), quit. Ctrl-C also stops.\n');
+        process.stdout.write('Commands: revoke (the providers revoke every token), agent (mint an agent capability for MCP), quit. Ctrl-C also stops.\n');
       }
     });
     input.on('close', () => void stop('end of input'));

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from './config/load.ts';
 import type { Database } from './db/client.ts';
+import { agentRoutes } from './agents/routes.ts';
 import { createDispatcher } from './events/dispatcher.ts';
 import { createOutbox } from './events/outbox.ts';
 import { webhookDeliveryRoutes } from './events/routes.ts';
@@ -81,6 +82,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   integrationRoutes(fastify, services);
   connectPageRoutes(fastify, services);
   webhookDeliveryRoutes(fastify, services);
+  agentRoutes(fastify, services);
   await graphqlRoutes(fastify, services);
   webRoutes(fastify);
   await options.routes?.(fastify, services);

@@ -322,6 +322,37 @@ describe('the console, as an organization’s owner', () => {
     expect(errors).toEqual([]);
     await context.close();
   }, FLOW_TIMEOUT);
+
+  it("shows an agent's request down its chain: the agent, its capability, the credential that granted it (docs/contract.md §9)", async () => {
+    const { id, token } = (await call('/query', { query: 'mutation { createAPIToken(name: "agents") { id token } }' }, await tokenOf(OWNER))).data.createAPIToken;
+    const minted = await fetch(`${origin}/v1/oauth/token`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        subject_token: token,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        scope: 'integrations:github:read',
+        agent: 'console-agent',
+      }),
+    });
+    expect(minted.status).toBe(200);
+    const capability = ((await minted.json()) as { access_token: string }).access_token;
+    // A refused use is recorded too: it needs no provider.
+    expect((await fetch(`${origin}/v1/integrations`, { headers: { authorization: `Bearer ${capability}` } })).status).toBe(403);
+
+    const { page, context, errors } = await newPage();
+    await signIn(page, OWNER);
+    await open(page, 'Audit log');
+    await page.locator('#audit-list li.row').first().waitFor(WAIT);
+    await page.getByLabel('Action').selectOption({ label: 'Agent request' });
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => page.locator('#audit-list li.row').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-action'))), WAIT).toEqual(['capability.request']);
+    const text = await page.locator('#audit-list').textContent();
+    expect(text).toMatch(new RegExp(`Agent "console-agent", with capability [0-9A-Z]{26}, granted by an API token ${id}`));
+    expect(text).not.toContain(capability.slice(4));
+    expect(errors).toEqual([]);
+    await context.close();
+  }, FLOW_TIMEOUT);
 });
 
 describe('the console, as a system administrator', () => {

@@ -10,6 +10,8 @@ import { createdAt, time, updatedAt } from './columns.ts';
 
 // The integrations' tables (integrations, their secrets, OAuth states, connect sessions).
 export * from './schema-integrations.ts';
+// Agent capabilities (docs/contract.md §9).
+export * from './schema-agents.ts';
 
 export const organizations = pgTable(
   'organizations',

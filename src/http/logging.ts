@@ -13,7 +13,7 @@ const SECRET_VALUES: [RegExp, string][] = [
   [/\bgithub_pat_[A-Za-z0-9_]{8,}/g, 'github_pat_[REDACTED]'],
   [/\bxox[a-z]-[A-Za-z0-9-]{6,}/g, 'xox*-[REDACTED]'],
   [/\bxoxe\.xox[a-z]-[A-Za-z0-9-]{6,}/g, 'xoxe-[REDACTED]'],
-  [/\bts[pa]_[A-Za-z0-9_-]{8,}/g, 'ts*_[REDACTED]'],
+  [/\bts[pasc]_[A-Za-z0-9_-]{8,}/g, 'ts*_[REDACTED]'],
   [/\bwhsec_[A-Za-z0-9+/=]{8,}/g, 'whsec_[REDACTED]'],
   [/\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g, '[REDACTED-JWT]'],
   // RFC 6750's b64token: `_` included.

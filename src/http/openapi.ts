@@ -29,7 +29,7 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
           bearerAuth: {
             type: 'http',
             scheme: 'bearer',
-            description: 'A session JWT, a personal access token (tsp_…) or an API token (tsa_…)',
+            description: 'A session JWT, a personal access token (tsp_…), an API token (tsa_…), a service token (tss_…), or an agent capability (tsc_…: the proxy of its providers and /mcp only)',
           },
           sessionCookie: {
             type: 'apiKey',

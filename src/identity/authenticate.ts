@@ -1,8 +1,8 @@
 /**
  * From a request's credentials to its caller (docs/contract.md §3): the `Authorization`
- * header (a PAT, an API token, a service token or a session JWT, told apart by prefix),
- * else the `session` cookie. The SQL checks are caller-check.ts and service-tokens.ts;
- * the pipeline steps, steps.ts.
+ * header (a PAT, an API token, a service token, an agent capability or a session JWT, told
+ * apart by prefix), else the `session` cookie. The SQL checks are caller-check.ts,
+ * service-tokens.ts and capabilities.ts; the pipeline steps, steps.ts.
  */
 import type {} from '@fastify/cookie';
 import type { FastifyRequest } from 'fastify';
@@ -11,7 +11,8 @@ import type { Principal } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
 import { remember } from '../lib/bounded.ts';
 import { checkCredential, type DeferredCredential, PAT_CHECK, principalFromCaller } from './caller-check.ts';
-import { API_TOKEN_PREFIX, hashToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX, type SessionTokens } from './credentials.ts';
+import { checkCapability } from './capabilities.ts';
+import { API_TOKEN_PREFIX, CAPABILITY_PREFIX, hashToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX, type SessionTokens } from './credentials.ts';
 import { enterOrganization } from './enter.ts';
 import { checkServiceToken } from './service-tokens.ts';
 
@@ -31,6 +32,11 @@ export async function authenticate(deps: CredentialDeps, request: FastifyRequest
   if (token?.startsWith(SERVICE_TOKEN_PREFIX)) {
     // Acts in whichever organization the header names: there is no binding to check it against.
     return checkServiceToken(deps.db, { token, wanted: organizationHeader(request), method: request.method, route: request.routeOptions.url, requestId: request.id });
+  }
+  if (token?.startsWith(CAPABILITY_PREFIX)) {
+    const principal = await checkCapability(deps.db, { token, method: request.method, route: request.routeOptions.url, requestId: request.id });
+    assertOrganizationHeader(request, organizationHeader(request), principal.organizationId);
+    return principal;
   }
   const credential = token?.startsWith(API_TOKEN_PREFIX)
     ? ({ kind: 'api_token', hash: hashToken(token), touch: true } as const)
@@ -131,13 +137,13 @@ export interface Deferred {
 /**
  * The credential's database-free part, for a route that checks the rest itself: a
  * session JWT's signature and claims, or the hash of an API token seen valid before. Null
- * (take the usual path) for cookies, PATs, service tokens, API tokens not seen yet, and
+ * (take the usual path) for cookies, PATs, service tokens, capabilities, API tokens not seen yet, and
  * requests naming an organization or a user to impersonate.
  */
 export function deferrable(sessionTokens: SessionTokens, request: FastifyRequest, knownApiTokens: KnownTokens): Deferred | null {
   if (request.headers['x-organization-id'] !== undefined || request.ctx.impersonateUserId !== null) return null;
   const token = bearerToken(request);
-  if (token === null || token.startsWith(PAT_PREFIX) || token.startsWith(SERVICE_TOKEN_PREFIX)) return null;
+  if (token === null || token.startsWith(PAT_PREFIX) || token.startsWith(SERVICE_TOKEN_PREFIX) || token.startsWith(CAPABILITY_PREFIX)) return null;
   if (token.startsWith(API_TOKEN_PREFIX)) return knownApiTokens.deferred(hashToken(token), Date.now());
   const credential = sessionCredential(sessionTokens, token);
   return { credential, organizationId: credential.organizationId };

@@ -7,6 +7,7 @@ import { remember } from '../lib/bounded.ts';
 export const PAT_PREFIX = 'tsp_';
 export const API_TOKEN_PREFIX = 'tsa_';
 export const SERVICE_TOKEN_PREFIX = 'tss_';
+export const CAPABILITY_PREFIX = 'tsc_';
 const ISSUER = 'tessera';
 const AUDIENCE = 'tessera';
 

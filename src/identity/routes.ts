@@ -78,6 +78,8 @@ function accountAccess(app: TypedFastify, services: Services): void {
     async (request) => {
       const principal = request.ctx.principal;
       if (!principal) throw new AppError('UNAUTHENTICATED');
+      // The authentication step refuses a capability here already (docs/contract.md §3, §9); this says so to the types.
+      if (principal.kind === 'capability') throw new AppError('FORBIDDEN');
       const db = services.db;
       const organization = await getOrganization(db, principal.organizationId);
       if (!organization) throw new AppError('FORBIDDEN');

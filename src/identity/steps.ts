@@ -27,7 +27,7 @@ declare module '../http/context.ts' {
      * own statement (`callerCheck`, then `principalFromCaller`).
      */
     deferredCredential?: DeferredCredential;
-    /** What the rate limiter counts against: the user (`user:<id>`), the API token's hash, or the service token (`SERVICE_TOKEN_KEY`). */
+    /** What the rate limiter counts against: the user (`user:<id>`), the API token's hash, or the service token (`SERVICE_TOKEN_KEY`); a capability, its subject's. */
     credentialKey?: string;
     /** The organization the caller acts in: every credential acting there shares one more budget. */
     organizationKey?: string;
@@ -78,6 +78,9 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
         const hash = hashToken(bearerToken(request) ?? '');
         knownApiTokens.add(hash, principal.organizationId, Date.now());
         request.ctx.credentialKey = `api_token:${hash}`;
+      } else if (principal.capability) {
+        // A capability counts against its subject (docs/contract.md §4): minting more never buys capacity.
+        request.ctx.credentialKey = principal.capability.rateKey;
       } else if (principal.kind === 'service_token') {
         // Its own budget, RATE_LIMIT_SERVICE_MAX (the limiter tells it by this prefix).
         request.ctx.credentialKey = `${SERVICE_TOKEN_KEY}${principal.credentialId}`;

@@ -78,6 +78,16 @@ export function errorShapeProblems(res: CheckedResponse, requestId: string): str
   return problems;
 }
 
+/** A refusal of the token endpoint (docs/contract.md §9): RFC 6749 §5.2's `{error, error_description}`, one of its codes, JSON. */
+function oauthErrorProblems(res: CheckedResponse): string[] {
+  const body = JSON.parse(res.body) as Record<string, unknown>;
+  const problems: string[] = [];
+  if (Object.keys(body).sort().join() !== 'error,error_description') problems.push(`OAuth error body has other fields: ${Object.keys(body).join(', ')}`);
+  if (!['invalid_request', 'invalid_scope', 'unsupported_grant_type', 'invalid_target'].includes(String(body.error))) problems.push(`OAuth error ${JSON.stringify(body.error)} is not one of §9's`);
+  if (!/^application\/json\b/i.test(String(res.headers['content-type'] ?? ''))) problems.push(`error content-type ${String(res.headers['content-type'])}`);
+  return problems;
+}
+
 /** GraphQL answers: spec-shaped, every error code from the contract and never INTERNAL. */
 export function graphqlProblems(res: CheckedResponse): string[] {
   let body: unknown;
@@ -182,7 +192,11 @@ export function responseProblems(sent: Sent, res: CheckedResponse): string[] {
   }
   const graphqlShaped = isGraphql && (Array.isArray(body) || (body !== null && typeof body === 'object' && 'errors' in body && !('success' in body)));
   const head = sent.method === 'HEAD';
-  if (res.statusCode >= 400 && !passthrough && !head && !(graphqlShaped && res.statusCode === 400)) problems.push(...errorShapeProblems(res, String(requestId)));
+  // docs/contract.md §9: the token endpoint refuses in RFC 6749 §5.2's shape; the MCP transport answers protocol errors in JSON-RPC's.
+  const oauthShaped = /^\/v1\/oauth\//.test(route?.path ?? '') && sent.method === 'POST' && res.statusCode === 400 && body !== null && typeof body === 'object' && 'error_description' in body;
+  const jsonRpcShaped = route?.path === '/mcp' && body !== null && typeof body === 'object' && 'jsonrpc' in body;
+  if (oauthShaped) problems.push(...oauthErrorProblems(res));
+  if (res.statusCode >= 400 && !passthrough && !head && !(graphqlShaped && res.statusCode === 400) && !oauthShaped && !jsonRpcShaped) problems.push(...errorShapeProblems(res, String(requestId)));
   if (isGraphql && (res.statusCode === 200 || graphqlShaped)) problems.push(...graphqlProblems(res));
   if (!passthrough && INTERNALS.test(res.body)) problems.push(`internals in the body: ${res.body.match(INTERNALS)?.[0]}`);
   problems.push(...checker.check(sent.method, sent.url, res, { passthrough }));

@@ -83,6 +83,22 @@ describe('every documented route, walked as documented', () => {
     const api = (await gql(token, 'mutation { createAPIToken(name: "walk") { token } }')).createAPIToken.token as string;
     await call('account access (PAT)', 'GET', '/v1/account/access', 200, bearer(pat));
     await call('account access (API token)', 'GET', '/v1/account/access', 200, bearer(api));
+    // Agents (docs/contract.md §9): a capability minted by token exchange, used at the proxy and /mcp, revoked; the metadata documents.
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const exchange = { grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: api, subject_token_type: 'urn:ietf:params:oauth:token-type:access_token' };
+    const capability = await call('mint a capability', 'POST', '/v1/oauth/token', 200, form, new URLSearchParams({ ...exchange, scope: 'integrations:github:read', agent: 'walker' }).toString());
+    const cap = capability.json().access_token as string;
+    issued.capability.add(cap);
+    await call('proxy GET (capability)', 'GET', '/v1/integrations/github/proxy/user', 200, bearer(cap));
+    const mcp = { ...bearer(cap), accept: 'application/json, text/event-stream' };
+    await call('MCP initialize', 'POST', '/mcp', 200, mcp, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'walker', version: '1' } } });
+    await call('MCP notification', 'POST', '/mcp', 202, { ...mcp, 'mcp-protocol-version': '2025-06-18' }, { jsonrpc: '2.0', method: 'notifications/initialized' });
+    await call('MCP tools/list', 'POST', '/mcp', 200, { ...mcp, 'mcp-protocol-version': '2025-06-18' }, { jsonrpc: '2.0', id: 2, method: 'tools/list' });
+    await call('MCP 401', 'POST', '/mcp', 401, { accept: 'application/json, text/event-stream' }, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    await call('revoke a capability', 'POST', '/v1/oauth/revoke', 200, form, new URLSearchParams({ token: cap }).toString());
+    await call('token exchange refused', 'POST', '/v1/oauth/token', 400, form, new URLSearchParams({ ...exchange, scope: 'integrations:github:read', resource: 'https://elsewhere.example/' }).toString());
+    await call('protected-resource metadata', 'GET', '/.well-known/oauth-protected-resource/mcp', 200);
+    await call('authorization server metadata', 'GET', '/.well-known/oauth-authorization-server', 200);
     const minted = await call('connect session', 'POST', '/v1/connect/sessions', 201, bearer(api), { redirectUri: REDIRECT_URI, allowedProviders: ['github'], endUser: { id: 'walker' } });
     await call('connect session status', 'GET', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('list connect sessions', 'GET', '/v1/connect/sessions?status=pending&first=5', 200, bearer(api));

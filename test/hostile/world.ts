@@ -114,8 +114,8 @@ export const world = {
 };
 
 /** Every value that must never leak, by kind (collected as they are issued). */
-export type SecretKind = 'jwt' | 'pat' | 'apiToken' | 'providerAccess' | 'providerRefresh' | 'clientSecret' | 'password' | 'serverKey';
-export const issued = { jwt: new Set<string>(), providerAccess: new Set<string>(), providerRefresh: new Set<string>(), password: new Set<string>() };
+export type SecretKind = 'jwt' | 'pat' | 'apiToken' | 'capability' | 'providerAccess' | 'providerRefresh' | 'clientSecret' | 'password' | 'serverKey';
+export const issued = { jwt: new Set<string>(), capability: new Set<string>(), providerAccess: new Set<string>(), providerRefresh: new Set<string>(), password: new Set<string>() };
 
 export function remember(account: Account): Account {
   issued.jwt.add(account.token);
@@ -144,7 +144,7 @@ export function secrets(): { kind: SecretKind; value: string }[] {
     { kind: 'serverKey', value: TEST_JWT_SECRET },
     { kind: 'serverKey', value: TEST_ENCRYPTION_KEY.slice(TEST_ENCRYPTION_KEY.indexOf(':') + 1) },
   ];
-  for (const kind of ['jwt', 'providerAccess', 'providerRefresh', 'password'] as const) for (const value of issued[kind]) list.push({ kind, value });
+  for (const kind of ['jwt', 'capability', 'providerAccess', 'providerRefresh', 'password'] as const) for (const value of issued[kind]) list.push({ kind, value });
   return list.filter((s) => s.value.length >= 8);
 }
 

@@ -41,7 +41,8 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
     authorization: (accessToken) => `${scheme} ${accessToken}`,
     apiHeaders,
     classify,
-    isWrite: spec.isWrite ?? ((method) => restIsWrite(method)),
+    // The REST rule itself, not a wrapper: the agents' tools tell a REST API from an RPC-style one by it.
+    isWrite: spec.isWrite ?? restIsWrite,
     ...(spec.revoke ? { revoke: revoker(spec.displayName, spec.revoke, classify) } : {}),
     // Read by src/integrations/events/, the one place deliveries are received.
     ...(spec.events ? { events: spec.events } : {}),

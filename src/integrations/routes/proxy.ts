@@ -3,6 +3,7 @@ import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import { requireRole } from '../../identity/authorize.ts';
+import { capabilityAccess } from '../../identity/capabilities.ts';
 import type { Services } from '../../services.ts';
 import { proxyCall, proxySegments, proxyWrites, RESPONSE_HEADERS, takeEndUser } from '../proxy.ts';
 import { answered, EndUserQuery, member, providerIdFrom } from './shared.ts';
@@ -37,8 +38,11 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       // From the raw URL, by segment: '', 'v1', 'integrations', <provider, maybe encoded>, 'proxy', …path.
       const segments = proxySegments((queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt)).split('/').slice(5).join('/'));
       // `endUser` picks the integration and stays here (docs/contract.md §5d); the rest goes to the provider as sent.
-      const { endUserId, forwarded: query } = takeEndUser(queryAt === -1 ? '' : rawUrl.slice(queryAt));
-      if (proxyWrites(services.providers, providerId, request.method, segments, request.body)) requireRole(principal, principal.organizationId, 'admin');
+      const { endUserId: asked, forwarded: query } = takeEndUser(queryAt === -1 ? '' : rawUrl.slice(queryAt));
+      const writes = proxyWrites(services.providers, providerId, request.method, segments, request.body);
+      // An agent capability has its own narrow check (docs/contract.md §9); everyone else, the roles of §3.
+      const endUserId = principal.capability ? capabilityAccess(principal.capability, providerId, writes, asked) : asked;
+      if (writes && !principal.capability) requireRole(principal, principal.organizationId, 'admin');
 
       const body = request.method === 'GET' || request.method === 'HEAD' || request.body === undefined ? undefined : JSON.stringify(request.body);
       const answer = await answered(

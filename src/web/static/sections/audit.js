@@ -31,10 +31,14 @@ const ACTIONS = [
   ['service_token.request', 'Service token request'],
   ['system_admin.request', 'System administrator read'],
   ['webhook_delivery.retried', 'Webhook delivery retried'],
+  ['capability.created', 'Agent capability minted'],
+  ['capability.request', 'Agent request'],
+  ['capability.revoked', 'Agent capability revoked'],
+  ['mcp.tool_call', 'Agent tool call'],
 ];
 const ACTION_WORDS = new Map(ACTIONS);
-const FIELDS = 'id action actorUserId impersonatorUserId credentialKind targetType targetId requestId detail createdAt';
-const CREDENTIALS = { jwt: 'a signed-in session', pat: 'a personal access token', api_token: 'an API token', service_token: 'a service token' };
+const FIELDS = 'id action actorUserId impersonatorUserId credentialKind credentialId targetType targetId requestId detail createdAt';
+const CREDENTIALS = { jwt: 'a signed-in session', pat: 'a personal access token', api_token: 'an API token', service_token: 'a service token', capability: 'an agent capability' };
 
 export default {
   id: 'audit',
@@ -110,12 +114,27 @@ class AuditView {
   }
 
   who(entry) {
+    if (entry.credentialKind === 'capability') return this.agentChain(entry);
     const person = entry.actorUserId ? (this.people.get(entry.actorUserId) ?? `user ${entry.actorUserId}`) : null;
     const through = CREDENTIALS[entry.credentialKind] ?? null;
     if (person && through) return `${person}, with ${through}`;
     if (person || through) return person ?? `${through.charAt(0).toUpperCase()}${through.slice(1)}`;
     // No credential: an end user through a connect link, or Tessera's own background work.
     return entry.detail.includes('"connectSession"') ? 'An end user, through a connect link' : 'Tessera itself';
+  }
+
+  /** An agent's use, down its chain (docs/contract.md §9): agent → capability → the credential that minted it, and its person. */
+  agentChain(entry) {
+    let detail = {};
+    try {
+      detail = JSON.parse(entry.detail);
+    } catch {
+      // Shown without the chain.
+    }
+    const subject = detail.subject ?? {};
+    const person = subject.userId ? (this.people.get(subject.userId) ?? `user ${subject.userId}`) : null;
+    const granted = `${CREDENTIALS[subject.kind] ?? 'a credential'}${subject.id ? ` ${subject.id}` : ''}${person ? ` of ${person}` : ''}`;
+    return `Agent ${detail.agent ? `"${detail.agent}"` : '(unnamed)'}, with capability ${entry.credentialId ?? ''}, granted by ${granted}`;
   }
 
   target(entry) {

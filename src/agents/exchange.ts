@@ -1,0 +1,206 @@
+/**
+ * Minting and revoking agent capabilities (docs/contract.md §9): RFC 8693 token exchange of a
+ * subject credential — an API token, or a person's PAT or a service token naming an organization —
+ * for a `tsc_` capability narrowed to some providers, read or write, for minutes. What a
+ * capability may then do is the authentication step's (src/identity/capabilities.ts).
+ */
+import { and, eq, inArray, isNull } from 'drizzle-orm';
+import { recordAudit } from '../audit/audit.ts';
+import { type Db, queryRows, sql } from '../db/client.ts';
+import { agentCapabilities, integrations } from '../db/schema.ts';
+import type { Principal, Role } from '../http/context.ts';
+import { roleAtLeast } from '../identity/authorize.ts';
+import { CALLER_CHECK, PAT_CHECK } from '../identity/caller-check.ts';
+import { CAPABILITY_SCOPE, providersOf } from '../identity/capabilities.ts';
+import { API_TOKEN_PREFIX, CAPABILITY_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX } from '../identity/credentials.ts';
+import { endUserKey } from '../integrations/integrations.ts';
+import type { ProviderRegistry } from '../integrations/providers/registry.ts';
+import { newId, PRODUCT_ID, ULID } from '../lib/ids.ts';
+
+export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+/** A capability's lifetime in seconds: the default, and the range `expires_in` may ask for. */
+export const LIFETIME = { default: 900, min: 60, max: 3600 } as const;
+const AGENT_NAME = /^[\x20-\x7e]{1,64}$/;
+
+/** The RFC 6749 §5.2 error codes the token endpoint answers with. */
+export type OAuthErrorCode = 'invalid_request' | 'invalid_scope' | 'unsupported_grant_type' | 'invalid_target';
+
+/** A refusal of the token endpoint, rendered `{error, error_description}` with 400 (never the house's error shape). */
+export class OAuthError extends Error {
+  readonly error: OAuthErrorCode;
+  constructor(error: OAuthErrorCode, description: string) {
+    super(description);
+    this.error = error;
+  }
+}
+
+/** The token endpoint's parameters, as strings (a parameter given twice is refused before this). */
+export type ExchangeParams = Partial<Record<string, string>>;
+
+/** What a successful exchange answers (RFC 8693 §2.2.1). */
+export interface Minted {
+  access_token: string;
+  issued_token_type: typeof ACCESS_TOKEN_TYPE;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+}
+
+/** The subject credential, checked: who it is and what it may do in the organization. */
+interface Subject {
+  kind: 'api_token' | 'pat' | 'service_token';
+  id: string;
+  userId: string | null;
+  organizationId: string;
+  role: Role;
+}
+
+/** What minting uses. */
+export interface ExchangeDeps {
+  /** The root handle: the subject is checked outside the request's transaction. */
+  db: Db;
+  providers: ProviderRegistry;
+  /** `<PUBLIC_URL>/mcp`, the one `resource` a capability may be minted for. */
+  mcpResource: string;
+}
+
+/** The validated request: everything but the subject. */
+interface Request {
+  scopes: string[];
+  expiresIn: number;
+  agent: string | null;
+  endUserId: string | null;
+}
+
+/** Checks the parameters other than the subject, in RFC order: grant type, then the request's shape, then the target. */
+function readRequest(params: ExchangeParams, mcpResource: string): Request {
+  if (params.grant_type === undefined) throw new OAuthError('invalid_request', 'grant_type is required');
+  if (params.grant_type !== TOKEN_EXCHANGE) throw new OAuthError('unsupported_grant_type', `Only ${TOKEN_EXCHANGE} is supported`);
+  if (!params.subject_token) throw new OAuthError('invalid_request', 'subject_token is required');
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) throw new OAuthError('invalid_request', `subject_token_type must be ${ACCESS_TOKEN_TYPE}`);
+  if (params.requested_token_type !== undefined && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new OAuthError('invalid_request', `requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
+  }
+  const scopes = [...new Set((params.scope ?? '').split(' ').filter((scope) => scope !== ''))];
+  if (scopes.length === 0) throw new OAuthError('invalid_scope', 'scope is required: integrations:<provider>:read or integrations:<provider>:write');
+  const malformed = scopes.find((scope) => !CAPABILITY_SCOPE.test(scope));
+  if (malformed !== undefined) throw new OAuthError('invalid_scope', `Unknown scope "${malformed.slice(0, 100)}": expected integrations:<provider>:read or integrations:<provider>:write`);
+  let expiresIn: number = LIFETIME.default;
+  if (params.expires_in !== undefined) {
+    expiresIn = /^\d{1,5}$/.test(params.expires_in) ? Number(params.expires_in) : Number.NaN;
+    if (!(expiresIn >= LIFETIME.min && expiresIn <= LIFETIME.max)) throw new OAuthError('invalid_request', `expires_in must be ${LIFETIME.min}–${LIFETIME.max} seconds`);
+  }
+  if (params.agent !== undefined && !AGENT_NAME.test(params.agent)) throw new OAuthError('invalid_request', 'agent must be 1–64 printable characters');
+  if (params.end_user !== undefined && !PRODUCT_ID.test(params.end_user)) throw new OAuthError('invalid_request', "end_user must be an end user's id (1–128 printable characters)");
+  if (params.organization !== undefined && !ULID.test(params.organization)) throw new OAuthError('invalid_request', "organization must be an organization's id");
+  if (params.resource !== undefined && params.resource !== mcpResource) throw new OAuthError('invalid_target', `The only resource is ${mcpResource}`);
+  return { scopes, expiresIn, agent: params.agent ?? null, endUserId: params.end_user ?? null };
+}
+
+const INVALID_SUBJECT = 'The subject token is invalid, expired or revoked';
+
+/** The subject credential as the authentication step would take it, with the organization it mints for; `invalid_request` otherwise. */
+async function checkSubject(db: Db, token: string, organization: string | undefined): Promise<Subject> {
+  const hash = hashToken(token);
+  if (token.startsWith(API_TOKEN_PREFIX)) {
+    const [row] = await CALLER_CHECK.api_token.rows(db, { hash });
+    if (!row?.caller_active || !row.caller_organization_id || !row.caller_credential_id) throw new OAuthError('invalid_request', INVALID_SUBJECT);
+    if (organization !== undefined && organization !== row.caller_organization_id) throw new OAuthError('invalid_request', 'An API token mints only for its own organization');
+    return { kind: 'api_token', id: row.caller_credential_id, userId: null, organizationId: row.caller_organization_id, role: 'admin' };
+  }
+  if (token.startsWith(PAT_PREFIX)) {
+    if (organization === undefined) throw new OAuthError('invalid_request', 'A personal access token needs organization=<id>');
+    const [row] = await PAT_CHECK.rows(db, { wanted: organization, hash });
+    if (!row?.caller_active || !row.caller_credential_id || !row.caller_user_id) throw new OAuthError('invalid_request', INVALID_SUBJECT);
+    if (!row.organization_ids.includes(organization) || !row.caller_role) throw new OAuthError('invalid_request', 'The subject token does not act in that organization');
+    return { kind: 'pat', id: row.caller_credential_id, userId: row.caller_user_id, organizationId: organization, role: row.caller_role };
+  }
+  if (token.startsWith(SERVICE_TOKEN_PREFIX)) {
+    if (organization === undefined) throw new OAuthError('invalid_request', 'A service token needs organization=<id>');
+    const [row] = await queryRows<{ id: string; known: boolean }>(
+      db,
+      sql`SELECT s.id, EXISTS (SELECT 1 FROM organizations o WHERE o.id = ${organization}) AS known FROM service_tokens s
+          WHERE s.token_hash = ${hash} AND s.revoked_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > now())`,
+    );
+    if (!row) throw new OAuthError('invalid_request', INVALID_SUBJECT);
+    if (!row.known) throw new OAuthError('invalid_request', 'No such organization');
+    return { kind: 'service_token', id: row.id, userId: null, organizationId: organization, role: 'admin' };
+  }
+  // A capability cannot be exchanged for another: delegation stops at one step.
+  throw new OAuthError('invalid_request', token.startsWith(CAPABILITY_PREFIX) ? 'A capability cannot be exchanged' : INVALID_SUBJECT);
+}
+
+/**
+ * `invalid_scope` unless every provider is configured and connected in the organization (for
+ * `end_user`, that end user's integration), and the subject may do what the scopes ask: a
+ * member's PAT reads only (docs/contract.md §3), an owner's, an admin's, an API or service token writes too.
+ */
+async function checkScopes(deps: ExchangeDeps, subject: Subject, request: Request): Promise<void> {
+  const wanted = providersOf(request.scopes);
+  const unknown = [...wanted.keys()].find((provider) => !deps.providers.get(provider));
+  if (unknown !== undefined) throw new OAuthError('invalid_scope', `Provider ${unknown} is not configured`);
+  if ([...wanted.values()].includes('write') && !roleAtLeast(subject.role, 'admin')) {
+    throw new OAuthError('invalid_scope', 'The subject may only read: write needs an owner, an admin, an API or a service token');
+  }
+  const connected = await deps.db
+    .selectDistinct({ provider: integrations.provider })
+    .from(integrations)
+    .where(
+      and(
+        eq(integrations.organizationId, subject.organizationId),
+        inArray(integrations.provider, [...wanted.keys()]),
+        request.endUserId !== null ? eq(integrations.endUserKey, endUserKey(request.endUserId)) : undefined,
+      ),
+    );
+  const missing = [...wanted.keys()].find((provider) => !connected.some((row) => row.provider === provider));
+  if (missing !== undefined) throw new OAuthError('invalid_scope', `${missing} is not connected${request.endUserId !== null ? ' for that end user' : ''} in the organization`);
+}
+
+/**
+ * The token exchange: checks the request and its subject, stores the capability (its hash only)
+ * and the audit row of its minting with `work` (the request's transaction), and answers the value once.
+ */
+export async function mintCapability(deps: ExchangeDeps, work: () => Promise<{ db: Db; requestId: string }>, params: ExchangeParams): Promise<Minted> {
+  const request = readRequest(params, deps.mcpResource);
+  const subject = await checkSubject(deps.db, params.subject_token ?? '', params.organization);
+  await checkScopes(deps, subject, request);
+  // The scope as granted: one scope per provider, the wider one when both were asked.
+  const scopes = [...providersOf(request.scopes)].map(([provider, access]) => `integrations:${provider}:${access}`);
+  const token = newOpaqueToken(CAPABILITY_PREFIX);
+  const id = newId();
+  const { db, requestId } = await work();
+  await db.insert(agentCapabilities).values({
+    organizationId: subject.organizationId,
+    id,
+    tokenHash: hashToken(token),
+    agent: request.agent,
+    scopes,
+    endUserId: request.endUserId,
+    subjectKind: subject.kind,
+    subjectId: subject.id,
+    subjectUserId: subject.userId,
+    expiresAt: new Date(Date.now() + request.expiresIn * 1000),
+  });
+  const principal: Principal = { kind: subject.kind, userId: subject.userId, organizationId: subject.organizationId, role: subject.role, credentialId: subject.id, systemAdmin: false, viaCookie: false };
+  await recordAudit(db, { principal, requestId }, {
+    organizationId: subject.organizationId,
+    action: 'capability.created',
+    targetType: 'capability',
+    targetId: id,
+    detail: { agent: request.agent, scopes, endUser: request.endUserId, expiresIn: request.expiresIn },
+  });
+  return { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: request.expiresIn, scope: scopes.join(' ') };
+}
+
+/** RFC 7009: ends a live capability early, with the audit row of it; anything else (unknown, already dead, not a capability) changes nothing. */
+export async function revokeCapability(db: Db, token: string, requestId: string): Promise<void> {
+  if (!token.startsWith(CAPABILITY_PREFIX)) return;
+  const [row] = await db
+    .update(agentCapabilities)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(agentCapabilities.tokenHash, hashToken(token)), isNull(agentCapabilities.revokedAt)))
+    .returning({ organizationId: agentCapabilities.organizationId, id: agentCapabilities.id, agent: agentCapabilities.agent });
+  if (!row) return;
+  await recordAudit(db, { principal: null, requestId }, { organizationId: row.organizationId, action: 'capability.revoked', targetType: 'capability', targetId: row.id, detail: { agent: row.agent } });
+}
