@@ -275,7 +275,7 @@ describe(`the audit log, filtered (${backend})`, () => {
 });
 
 describe(`retention (${backend})`, () => {
-  it('purges old finished sessions, deliveries and expired states in small batches, once across instances, keeps audit rows, and counts it in /metrics', async () => {
+  it('purges old finished sessions, deliveries, expired states and provider delivery ids in small batches, once across instances, keeps audit rows, and counts it in /metrics', async () => {
     // Its own app: a configured (unreachable) webhook gives events their deliveries; nothing runs in the background.
     const r = await createTestApp({
       background: false,
@@ -310,13 +310,18 @@ describe(`retention (${backend})`, () => {
         await db.execute(sql`INSERT INTO oauth_states (organization_id, nonce_hash, provider, redirect_uri, scopes, tx_hash, expires_at)
                              VALUES (${a.organizationId}, ${nonce}, 'github', 'http://127.0.0.1:8080/x', '{}', 'h', ${expires})`);
       }
+      // Provider deliveries' ids: one received 31 days ago, one yesterday.
+      for (const [id, received] of [['old-delivery', at(31)], ['recent-delivery', at(1)]] as const) {
+        await db.execute(sql`INSERT INTO provider_event_deliveries (provider, delivery_id, received_at) VALUES ('github', ${id}, ${received})`);
+      }
       await db.execute(sql`UPDATE audit_logs SET created_at = ${at(400)}`);
       const auditBefore = await queryRows<{ n: number }>(db, sql`SELECT count(*)::int AS n FROM audit_logs`);
 
       // Two instances ask at once: one runs the pass.
       const results = await Promise.all([runRetention(r.app.services, { batchSize: 1 }), runRetention(r.app.services, { batchSize: 1 })]);
       expect(results.filter((result) => result === null)).toHaveLength(1);
-      expect(results.find((result) => result !== null)).toEqual({ connect_sessions: 1, deliveries: 3, oauth_states: 1, events: 3 });
+      expect(results.find((result) => result !== null)).toEqual({ connect_sessions: 1, deliveries: 3, oauth_states: 1, events: 3, provider_deliveries: 1 });
+      expect((await queryRows<{ delivery_id: string }>(db, sql`SELECT delivery_id FROM provider_event_deliveries`)).map((row) => row.delivery_id)).toEqual(['recent-delivery']);
 
       const left = await queryRows<{ organization_id: string }>(db, sql`SELECT organization_id FROM event_deliveries ORDER BY organization_id`);
       expect(left.map((row) => row.organization_id).sort()).toEqual([c.organizationId, d.organizationId].sort());

@@ -1,7 +1,8 @@
 /**
  * Retention (docs/contract.md §11): finished connect sessions, delivered or failed webhook deliveries
  * (with their attempts, and then the events no delivery needs any more) and expired OAuth states
- * are deleted once they are `RETENTION_DAYS` old. Audit rows are kept. A pass is one background
+ * are deleted once they are `RETENTION_DAYS` old, and so are the provider deliveries' ids kept to
+ * refuse a repeat (decision 221). Audit rows are kept. A pass is one background
  * job for the whole deployment (`claimJob`), deleting in small batches, each claimed with
  * `FOR UPDATE SKIP LOCKED` so that even overlapping passes delete — and count — a row once.
  */
@@ -13,7 +14,7 @@ import { claimJob } from './claim.ts';
 export const PURGE_KINDS = ['connect_sessions', 'deliveries', 'oauth_states'] as const;
 export type PurgeKind = (typeof PURGE_KINDS)[number];
 
-export type RetentionResult = Record<PurgeKind, number> & { events: number };
+export type RetentionResult = Record<PurgeKind, number> & { events: number; provider_deliveries: number };
 
 export interface RetentionOptions {
   /** Rows per statement: short statements keep locks and WAL bursts small. Default 500. */
@@ -44,6 +45,11 @@ function purges(cutoff: ReturnType<typeof sql>, batch: number): [keyof Retention
         batch,
       )}) RETURNING 1`,
     ],
+    // A provider retries a delivery for hours, not weeks: its id stops a repeat long after (decision 221).
+    [
+      'provider_deliveries',
+      sql`DELETE FROM provider_event_deliveries WHERE (provider, delivery_id) IN (${batchOf('provider_event_deliveries', 'provider, delivery_id', sql`received_at < ${cutoff}`, batch)}) RETURNING 1`,
+    ],
     // A used state is deleted when it is used; what is left expired unused.
     ['oauth_states', sql`DELETE FROM oauth_states WHERE (organization_id, nonce_hash) IN (${batchOf('oauth_states', 'organization_id, nonce_hash', sql`expires_at < ${cutoff}`, batch)}) RETURNING 1`],
   ];
@@ -57,12 +63,12 @@ export async function runRetentionPass(db: Db, days: number, options: RetentionO
   const batch = options.batchSize ?? 500;
   const deadline = Date.now() + (options.budgetMs ?? 60_000);
   const cutoff = sql`now() - ${days}::int * interval '1 day'`;
-  const result: RetentionResult = { connect_sessions: 0, deliveries: 0, oauth_states: 0, events: 0 };
+  const result: RetentionResult = { connect_sessions: 0, deliveries: 0, oauth_states: 0, events: 0, provider_deliveries: 0 };
   for (const [kind, statement] of purges(cutoff, batch)) {
     while (Date.now() < deadline) {
       const deleted = (await queryRows(db, statement)).length;
       result[kind] += deleted;
-      if (kind !== 'events' && deleted > 0) options.onPurged?.(kind, deleted);
+      if (kind !== 'events' && kind !== 'provider_deliveries' && deleted > 0) options.onPurged?.(kind, deleted);
       if (deleted < batch) break;
     }
   }
