@@ -1,0 +1,113 @@
+/**
+ * Connecting with credentials a person enters (docs/contract.md §5c: api_key, basic,
+ * client_credentials), for any consumer — the REST route, the hosted connect page: the fields
+ * checked by name, the definition's verification (its call, or a first mint) with no
+ * transaction open, then the same store as a finished OAuth flow (connect/store.ts). A
+ * rejection is judged by policy.ts (point `verify`: 400 `INVALID_CREDENTIALS`) and nothing is
+ * stored. An entered value never reaches an error, a log line or metadata unless the
+ * definition names it as a non-secret metadata field.
+ */
+import type { Logger } from 'pino';
+import type { AuditActor } from '../../audit/audit.ts';
+import type { EndUser } from '../../db/schema.ts';
+import { AppError, type ErrorDetail } from '../../http/errors.ts';
+import type { Services } from '../../services.ts';
+import type { OpenWork } from '../connect/callback.ts';
+import { type ConnectedResult, storeConnection } from '../connect/store.ts';
+import { findIntegrationByProvider } from '../integrations.ts';
+import type { ConfiguredProvider } from '../providers/registry.ts';
+import { ENTERED_MODES, type Metadata, type MintedToken, type ProviderAccount } from '../providers/types.ts';
+import { type ConnectSession, completeSession } from '../sessions/sessions.ts';
+import { tokenSetOf } from '../tokens/mint.ts';
+import { judged } from '../tokens/policy.ts';
+
+/** An entered value: what fits a form field, without control characters. */
+const VALUE = /^[^\x00-\x1f\x7f]{1,4096}$/;
+/** A value kept in metadata and filled into URLs (an account id, a region): no slash, no space. */
+const METADATA_VALUE = /^[A-Za-z0-9._~:@-]{1,256}$/;
+
+/** Credentials a person entered, for a provider whose mode takes them. */
+export interface CredentialsInput {
+  organizationId: string;
+  provider: ConfiguredProvider;
+  /** As posted: checked here by name, never echoed. */
+  credentials: Record<string, unknown>;
+  /** The connect session they came through, if any; else `endUser` (absent: the organization's own). */
+  session?: ConnectSession;
+  endUser?: EndUser | null;
+  actor: AuditActor;
+  log: Pick<Logger, 'warn'>;
+}
+
+/** 400 for a provider whose integrations are not connected by entered credentials. */
+export function requireEnteredMode(provider: ConfiguredProvider): void {
+  if (!ENTERED_MODES.includes(provider.definition.authMode)) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'provider', message: `${provider.displayName} connects through its sign-in flow, not entered credentials` }] });
+  }
+}
+
+/**
+ * The entered fields as the definition names them: every field present, nothing else, each a
+ * string of at most 4096 printable characters (metadata fields: no slash or space). Else 400
+ * `INVALID_INPUT` naming the fields — never a value.
+ */
+export function checkFields(provider: ConfiguredProvider, raw: Record<string, unknown>): Record<string, string> {
+  const { credentialFields, metadataFields } = provider.definition;
+  const known = new Set(credentialFields.map((field) => field.name));
+  const details: ErrorDetail[] = [];
+  for (const name of Object.keys(raw)) if (!known.has(name)) details.push({ path: `credentials.${name.slice(0, 64)}`, message: 'is not a field of this provider' });
+  const fields: Record<string, string> = {};
+  for (const field of credentialFields) {
+    const value = raw[field.name];
+    const trimmed = typeof value === 'string' ? value.trim() : value;
+    if (trimmed === undefined || trimmed === '') details.push({ path: `credentials.${field.name}`, message: 'is required' });
+    else if (typeof trimmed !== 'string' || !VALUE.test(trimmed)) details.push({ path: `credentials.${field.name}`, message: 'must be text of at most 4096 characters' });
+    else if (metadataFields.includes(field.name) && !METADATA_VALUE.test(trimmed)) details.push({ path: `credentials.${field.name}`, message: 'must be letters, digits and . _ ~ : @ - only' });
+    else fields[field.name] = trimmed;
+  }
+  if (details.length > 0) throw new AppError('INVALID_INPUT', { details });
+  return fields;
+}
+
+/**
+ * Verifies entered credentials with the provider and stores the integration in the unit of
+ * work `openWork` opens (only after the provider answered): created, or replaced keeping its id;
+ * a connect session completed in the same transaction. Failures: 400 `INVALID_INPUT` (fields),
+ * a JudgedFailure at `verify` (rejected, unreachable…), 409 for a session that ended meanwhile.
+ */
+export async function connectWithCredentials(services: Services, input: CredentialsInput, openWork: OpenWork): Promise<ConnectedResult> {
+  const { provider, organizationId, session } = input;
+  requireEnteredMode(provider);
+  const fields = checkFields(provider, input.credentials);
+  const entered: Metadata = Object.fromEntries(provider.definition.metadataFields.map((name) => [name, fields[name]]));
+  let verified: { account: ProviderAccount; minted?: MintedToken };
+  try {
+    const verify = provider.definition.verify;
+    if (!verify) throw new Error(`provider ${provider.id} has no verification`);
+    verified = await verify(provider.contextFor(entered), fields);
+  } catch (error) {
+    const failed = judged(error, 'verify');
+    input.log.warn({ provider: provider.id, stage: 'verify', kind: failed.kind, providerCode: failed.failure.providerCode }, 'entered credentials failed verification');
+    // A configuration fault concerns the integration being replaced, if there is one; a rejection changes nothing stored.
+    const endUserId = session ? (session.endUser?.id ?? null) : (input.endUser?.id ?? null);
+    const existing = failed.verdict.transition ? await findIntegrationByProvider(services.db, organizationId, provider.id, endUserId) : null;
+    await services.lifecycle.settle({ organizationId, provider: provider.id, id: existing?.id ?? null }, failed, input.actor);
+    throw failed;
+  }
+  const { account, minted } = verified;
+  const metadata: Metadata = { ...minted?.metadata, ...account.metadata, ...entered };
+  const work = await openWork(input.actor);
+  const result = await storeConnection(services, work, {
+    organizationId,
+    provider,
+    tokens: minted ? tokenSetOf(minted) : null,
+    credentials: fields,
+    account,
+    metadata,
+    ...(session ? { session } : { endUser: input.endUser ?? null }),
+  });
+  if (session && !(await completeSession(work.db, organizationId, session.id, result.integration.id))) {
+    throw new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
+  }
+  return result;
+}
