@@ -22,6 +22,8 @@ export interface FakeZoomS2S extends EnteredFake {
   expiresIn: number;
   /** Milliseconds the token endpoint takes (so concurrent readers overlap). */
   mintDelayMs: number;
+  /** Every app created (for the secrets scan). */
+  apps: ZoomS2SApp[];
   /** Tokens minted so far, in order. */
   minted: { token: string; app: ZoomS2SApp; expiresAt: number }[];
 }
@@ -53,6 +55,7 @@ export async function startFakeZoomS2S(): Promise<FakeZoomS2S> {
     expiresIn: 3600,
     mintDelayMs: 0,
     minted: state.minted,
+    apps,
     addApp() {
       const app = { accountId: randomText(22), clientId: randomText(22), clientSecret: randomText(32), active: true };
       apps.push(app);
