@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import type { AuditActor } from '../../audit/audit.ts';
 import type { EndUser } from '../../db/schema.ts';
 import { AppError, type ErrorDetail } from '../../http/errors.ts';
+import type { UnitOfWork } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import type { OpenWork } from '../connect/callback.ts';
 import { type ConnectedResult, storeConnection } from '../connect/store.ts';
@@ -69,22 +70,30 @@ export function checkFields(provider: ConfiguredProvider, raw: Record<string, un
   return fields;
 }
 
+/** Entered credentials the provider accepted: what is stored once a unit of work is open. */
+export interface VerifiedCredentials {
+  input: CredentialsInput;
+  fields: Record<string, string>;
+  account: ProviderAccount;
+  minted?: MintedToken;
+  metadata: Metadata;
+}
+
 /**
- * Verifies entered credentials with the provider and stores the integration in the unit of
- * work `openWork` opens (only after the provider answered): created, or replaced keeping its id;
- * a connect session completed in the same transaction. Failures: 400 `INVALID_INPUT` (fields),
- * a JudgedFailure at `verify` (rejected, unreachable…), 409 for a session that ended meanwhile.
+ * Checks the fields and verifies them with the provider (its call, or a first mint), with no
+ * transaction open. Failures: 400 `INVALID_INPUT` (fields), or a JudgedFailure at `verify`
+ * (rejected → `INVALID_CREDENTIALS`, unreachable → `PROVIDER_ERROR`…), logged without a value.
  */
-export async function connectWithCredentials(services: Services, input: CredentialsInput, openWork: OpenWork): Promise<ConnectedResult> {
+export async function verifyCredentials(services: Services, input: CredentialsInput): Promise<VerifiedCredentials> {
   const { provider, organizationId, session } = input;
   requireEnteredMode(provider);
   const fields = checkFields(provider, input.credentials);
   const entered: Metadata = Object.fromEntries(provider.definition.metadataFields.map((name) => [name, fields[name]]));
-  let verified: { account: ProviderAccount; minted?: MintedToken };
   try {
     const verify = provider.definition.verify;
     if (!verify) throw new Error(`provider ${provider.id} has no verification`);
-    verified = await verify(provider.contextFor(entered), fields);
+    const { account, minted } = await verify(provider.contextFor(entered), fields);
+    return { input, fields, account, ...(minted ? { minted } : {}), metadata: { ...minted?.metadata, ...account.metadata, ...entered } };
   } catch (error) {
     const failed = judged(error, 'verify');
     input.log.warn({ provider: provider.id, stage: 'verify', kind: failed.kind, providerCode: failed.failure.providerCode }, 'entered credentials failed verification');
@@ -94,9 +103,16 @@ export async function connectWithCredentials(services: Services, input: Credenti
     await services.lifecycle.settle({ organizationId, provider: provider.id, id: existing?.id ?? null }, failed, input.actor);
     throw failed;
   }
-  const { account, minted } = verified;
-  const metadata: Metadata = { ...minted?.metadata, ...account.metadata, ...entered };
-  const work = await openWork(input.actor);
+}
+
+/**
+ * Stores verified credentials in `work`'s transaction like a finished OAuth flow: the
+ * integration created, or replaced keeping its id; a connect session completed in the same
+ * transaction (409 when it ended meanwhile: the caller rolls back).
+ */
+export async function storeCredentials(services: Services, work: UnitOfWork, verified: VerifiedCredentials): Promise<ConnectedResult> {
+  const { input, fields, account, minted, metadata } = verified;
+  const { organizationId, provider, session } = input;
   const result = await storeConnection(services, work, {
     organizationId,
     provider,
@@ -110,4 +126,10 @@ export async function connectWithCredentials(services: Services, input: Credenti
     throw new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
   }
   return result;
+}
+
+/** Verifies entered credentials, then stores them in the unit of work `openWork` opens (only after the provider answered). */
+export async function connectWithCredentials(services: Services, input: CredentialsInput, openWork: OpenWork): Promise<ConnectedResult> {
+  const verified = await verifyCredentials(services, input);
+  return storeCredentials(services, await openWork(input.actor), verified);
 }
