@@ -37,7 +37,8 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
             success: Type.Literal(true),
             provider: Type.String(),
             authMode: AuthModeSchema,
-            token: Type.Optional({ ...TokenSchema, description: 'The access token (oauth2, client_credentials, app_installation)' }),
+            // Absent for api_key and basic, whose entered `credentials` are handed out instead.
+            token: Type.Optional(TokenSchema),
             credentials: Type.Optional(EnteredCredentials),
             metadata: Metadata,
             endUser: Type.Union([EndUserSchema, Type.Null()]),

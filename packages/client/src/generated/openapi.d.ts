@@ -3023,7 +3023,6 @@ export interface operations {
                         success: true;
                         provider: string;
                         authMode: "oauth2" | "app_installation" | "api_key" | "basic" | "client_credentials";
-                        /** @description The access token (oauth2, client_credentials, app_installation) */
                         token?: components["schemas"]["Token"];
                         /** @description The entered fields by name (api_key, basic) */
                         credentials?: {
