@@ -104,11 +104,14 @@ export const AuthModeSchema = Type.Union([Type.Literal('oauth2'), Type.Literal('
 /** The credentials a person entered, by field name (api_key, basic): handed out like a token. */
 export const EnteredCredentials = Type.Record(Type.String(), Type.String(), { description: 'The entered fields by name (api_key, basic)' });
 
-/** What a token read hands out: the mode, and the token — or, for api_key and basic, the entered credentials. */
-export function usableBody(loaded: LoadedIntegration): { authMode: AuthMode; token?: ReturnType<typeof tokenBody>; credentials?: Record<string, string> } {
+/**
+ * What a token read hands out: the token — or, for api_key and basic, the entered credentials —
+ * and the mode, except for `oauth2`, whose answer stays §5's as it was.
+ */
+export function usableBody(loaded: LoadedIntegration): { authMode?: AuthMode; token?: ReturnType<typeof tokenBody>; credentials?: Record<string, string> } {
   const { definition } = loaded.provider;
   if (definition.presents === 'credentials') return { authMode: definition.authMode, credentials: parseCredentials(loaded.secrets.credentials) };
-  return { authMode: definition.authMode, token: tokenBody(loaded) };
+  return { ...(definition.authMode === 'oauth2' ? {} : { authMode: definition.authMode }), token: tokenBody(loaded) };
 }
 
 /** A token as the API hands it out. */

@@ -36,7 +36,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
           200: Type.Object({
             success: Type.Literal(true),
             provider: Type.String(),
-            authMode: AuthModeSchema,
+            authMode: Type.Optional({ ...AuthModeSchema, description: 'How the integration is credentialed; absent for oauth2' }),
             // Absent for api_key and basic, whose entered `credentials` are handed out instead.
             token: Type.Optional(TokenSchema),
             credentials: Type.Optional(EnteredCredentials),

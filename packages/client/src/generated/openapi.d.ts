@@ -3022,7 +3022,8 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         provider: string;
-                        authMode: "oauth2" | "app_installation" | "api_key" | "basic" | "client_credentials";
+                        /** @description How the integration is credentialed; absent for oauth2 */
+                        authMode?: "oauth2" | "app_installation" | "api_key" | "basic" | "client_credentials";
                         token?: components["schemas"]["Token"];
                         /** @description The entered fields by name (api_key, basic) */
                         credentials?: {
