@@ -210,6 +210,11 @@ describe('the secrets scan', () => {
   it('finds no entered credential in any JSON answer but the token reads, the logs, or any stored column', async () => {
     const secrets = [...stripe.keysEverIssued, ...twilio.tokensEverIssued];
     expect(secrets.length).toBeGreaterThan(3);
+    // GraphQL's view of the integrations, and the OpenAPI document, are answers too.
+    const graphql = await t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(owner.token), payload: { query: '{ integrations { id name description provider status metadata } }' } });
+    expect(graphql.statusCode).toBe(200);
+    expect(graphql.json().data.integrations.length).toBeGreaterThan(2);
+    answers.push(graphql.body, (await t.fastify.inject({ url: '/api-docs' })).body);
     const stored = await everyStoredValue(t.database);
     for (const secret of secrets) {
       for (const answer of answers) expect(answer).not.toContain(secret);
