@@ -1,11 +1,13 @@
 // Credentials a person enters (docs/contract.md §5c): API keys (Stripe) and HTTP Basic (Twilio),
 // verified with the provider before anything is stored, handed out by the token read, carried
 // by the proxy as the definition says, and judged again by validation.
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeStripe, startFakeStripe } from './fakes/providers/stripe.ts';
 import { type FakeTwilio, startFakeTwilio } from './fakes/providers/twilio.ts';
 import { basicOf } from './fakes/entered.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import { graphqlData } from './helpers/graphql.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
 import { everyStoredValue } from './helpers/stored-values.ts';
 
@@ -152,6 +154,21 @@ describe('an API key (Stripe)', () => {
       stripe.mode.api = 'ok';
     }
     expect((await call('GET', '/v1/integrations?endUser=umbrella')).json().integrations).toEqual([]);
+  });
+
+  it("may be connected by a product's backend with its service token, in the organization it names", async () => {
+    await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${owner.userId}`);
+    const service = (await graphqlData(t.fastify, owner.token, 'mutation { createServiceToken(name: "keys backend") { token } }')).createServiceToken.token as string;
+    const account = stripe.addAccount('Hooli');
+    const res = await t.fastify.inject({
+      method: 'POST',
+      url: '/v1/integrations/stripe/credentials?endUser=hooli',
+      headers: { ...bearer(service), 'x-organization-id': owner.organizationId },
+      payload: { credentials: { apiKey: account.key } },
+    });
+    answers.push(res.body);
+    expect(res.statusCode, res.body).toBe(201);
+    expect((await call('GET', '/v1/integrations?endUser=hooli')).json().integrations).toMatchObject([{ id: res.json().integration.id, status: 'connected' }]);
   });
 
   it('needs header credentials of an owner or admin (or an API token)', async () => {
