@@ -179,6 +179,9 @@ function halfConfigured(id: string, settings: ProviderSettings, at: At): void {
   const hasId = settings.clientId !== undefined;
   const hasSecret = settings.clientSecret !== undefined;
   if (hasId && hasSecret) return;
+  // Providers whose credentials people enter need neither (docs/contract.md §5c); the registry judges those.
+  const mode = (settings.definition as { authMode?: unknown } | undefined)?.authMode;
+  if (settings.enabled !== undefined || (mode !== undefined && mode !== 'oauth2')) return;
   const outcome = `so provider "${id}" is not configured; set both, or remove the rest`;
   if (hasId) at(`${envBase}_CLIENT_ID (integrationOauthProvider.${id}.clientId)`).warning(`set, but ${envBase}_CLIENT_SECRET is not, ${outcome}`);
   else if (hasSecret) at(`${envBase}_CLIENT_SECRET (integrationOauthProvider.${id}.clientSecret)`).warning(`set, but ${envBase}_CLIENT_ID is not, ${outcome}`);

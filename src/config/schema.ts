@@ -43,6 +43,8 @@ const ProviderSettings = Type.Object(
     tenant: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._-]+$' })),
     /** A custom provider's definition (docs/contract.md §5 "Custom providers"), checked by src/integrations/providers/custom.ts. */
     definition: Type.Optional(Type.Unknown()),
+    /** Offers a built-in provider whose credentials people enter (docs/contract.md §5c: api_key, basic, client_credentials); it needs no client id or secret. */
+    enabled: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

@@ -33,7 +33,9 @@ export function readSources(env: NodeJS.ProcessEnv, overrides: Record<string, un
     if (!match || value === undefined || value === '') continue;
     const [, provider = '', suffix = ''] = match;
     const setting = PROVIDER_SETTINGS.find((item) => item.suffix === suffix) as (typeof PROVIDER_SETTINGS)[number];
-    setPath(raw, ['integrationOauthProvider', provider.toLowerCase(), setting.key], setting.kind === 'list' ? splitList(value) : value);
+    const parsed = setting.kind === 'list' ? splitList(value) : setting.kind === 'bool' ? parseEnvValue(value, 'bool') : value;
+    if (parsed === undefined) problems.push(`${name}: expected ${kindText('bool')}, got "${shorten(value)}"`);
+    else setPath(raw, ['integrationOauthProvider', provider.toLowerCase(), setting.key], parsed);
   }
   if (env.EVENTS_WEBHOOK_URL || env.EVENTS_WEBHOOK_SECRET) {
     const listed = getPath(raw, 'events.webhooks');

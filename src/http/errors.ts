@@ -9,6 +9,7 @@ export const ERROR_CODES = {
   INVALID_REDIRECT_URI: { status: 400, message: 'Invalid redirect URI' },
   OAUTH_EXCHANGE_FAILED: { status: 400, message: 'The provider refused the authorization code' },
   ACCESS_DENIED: { status: 400, message: 'Access was denied at the provider' },
+  INVALID_CREDENTIALS: { status: 400, message: 'The provider rejected these credentials; check them and try again' },
   UNAUTHENTICATED: { status: 401, message: 'Authentication required' },
   FORBIDDEN: { status: 403, message: 'Forbidden' },
   CSRF_INVALID: { status: 403, message: 'CSRF check failed' },

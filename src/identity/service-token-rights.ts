@@ -41,6 +41,8 @@ const ROUTES = new Map<string, ServiceTokenRoute>([
   ['GET /v1/integrations/:provider/token', { scope: 'organization', auditsItself: true }],
   ['GET /v1/integrations/:provider/status', { scope: 'organization' }],
   ['POST /v1/integrations/:provider/refresh', { scope: 'organization' }],
+  // Credentials a customer handed the product (an API key) are connected by its backend (docs/contract.md §5c).
+  ['POST /v1/integrations/:provider/credentials', { scope: 'organization' }],
   ...PROXY_METHODS.map((method): [string, ServiceTokenRoute] => [`${method} /v1/integrations/:provider/proxy/*`, { scope: 'organization' }]),
   ['POST /v1/connect/sessions', { scope: 'organization' }],
   ['GET /v1/connect/sessions', { scope: 'organization' }],

@@ -7,6 +7,7 @@ import type { ProviderAnswer } from './providers/transport.ts';
 import { restIsWrite } from './providers/types.ts';
 import type { TokenLifecycle } from './tokens/lifecycle.ts';
 import type { LoadedIntegration } from './tokens/loaded.ts';
+import { presented } from './tokens/mint.ts';
 import { JudgedFailure, judge, judged } from './tokens/policy.ts';
 
 /** Largest proxied answer, after decompression. */
@@ -149,7 +150,7 @@ export async function proxyCall(deps: ProxyDeps, call: ProxyCall): Promise<Proxy
   let answer = await forward(deps, loaded, target, call);
   let failure = loaded.provider.definition.classify(toResponse(answer));
   if (failure && judge(failure.kind, 'call').recheck === 'retry') {
-    const recovered = await lifecycle.recover(loaded, loaded.secrets.access_token ?? '', call.actor);
+    const recovered = await lifecycle.recover(loaded, presented(loaded) ?? '', call.actor);
     if (recovered) {
       loaded = recovered;
       answer = await forward(deps, loaded, target, call);
@@ -164,17 +165,25 @@ export async function proxyCall(deps: ProxyDeps, call: ProxyCall): Promise<Proxy
   return answer;
 }
 
-/** One forwarded call through the provider transport: allowlisted headers, the stored token, the proxy's size cap. */
+/** One forwarded call through the provider transport: allowlisted headers, the stored credentials carried as the definition says, the proxy's size cap. */
 async function forward(deps: ProxyDeps, current: LoadedIntegration, target: URL, call: ProxyCall): Promise<ProxyAnswer> {
   const { definition } = current.provider;
+  const carried = definition.carry(presented(current) ?? '');
   // The provider's own required headers (Notion-Version), unless the client sent its own value.
-  const headers: Record<string, string> = { 'user-agent': 'Tessera', ...definition.apiHeaders, authorization: definition.authorization(current.secrets.access_token ?? '') };
+  const headers: Record<string, string> = { 'user-agent': 'Tessera', ...definition.apiHeaders };
   for (const name of REQUEST_HEADERS) {
     const value = call.headers[name];
     if (typeof value === 'string') headers[name] = value;
   }
+  // The credentials last: a caller's header of the same name never replaces them.
+  for (const [name, value] of Object.entries(carried.headers)) headers[name.toLowerCase()] = value;
+  let url = target;
+  if (Object.keys(carried.query).length > 0) {
+    url = new URL(target);
+    for (const [name, value] of Object.entries(carried.query)) url.searchParams.set(name, value);
+  }
   try {
-    return await current.provider.send({ url: target, method: call.method, headers, ...(call.body !== undefined ? { body: call.body } : {}) }, PROXY_MAX_BYTES);
+    return await current.provider.send({ url, method: call.method, headers, ...(call.body !== undefined ? { body: call.body } : {}) }, PROXY_MAX_BYTES);
   } catch (error) {
     const failed = judged(error, 'call');
     deps.logger.warn({ provider: current.provider.id, integrationId: current.row.id, kind: failed.kind }, 'proxied call failed');

@@ -4,8 +4,12 @@ import type { Db } from '../db/client.ts';
 import { integrationSecrets } from '../db/schema.ts';
 import { open, seal } from '../secrets/crypto.ts';
 
-/** The six secrets of an integration (docs/seed.md), by their short names. */
-export const SECRET_KINDS = ['access_token', 'refresh_token', 'expires_at', 'provider_user_id', 'provider_username', 'provider_email'] as const;
+/**
+ * The secrets of an integration by their short names: the six of docs/seed.md, and the
+ * `credentials` a person entered (docs/contract.md §5c: an API key, a token, client
+ * credentials), as one JSON object.
+ */
+export const SECRET_KINDS = ['access_token', 'refresh_token', 'expires_at', 'provider_user_id', 'provider_username', 'provider_email', 'credentials'] as const;
 export type SecretKind = (typeof SECRET_KINDS)[number];
 export type SecretValues = Partial<Record<SecretKind, string>>;
 

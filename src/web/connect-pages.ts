@@ -16,6 +16,7 @@ import { CONNECT_PAGE_HEADERS, connectPage } from '../integrations/connect/pages
 import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, txCookieOptions } from '../integrations/connect/start.ts';
 import { type ConnectSession, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
 import { contentSecurityPolicy, escapeHtml } from '../http/html.ts';
+import { credentialFormPage, credentialFormRoutes, takesEnteredCredentials } from './credential-form.ts';
 import { staticFileRoutes } from './static-files.ts';
 
 const ASSETS = [
@@ -60,7 +61,8 @@ async function hostedPage(services: Services, request: FastifyRequest, reply: Fa
   const providers = session.allowedProviders.map((id) => services.providers.get(id)).filter((provider) => provider !== undefined);
   const action = startPath(secret);
   const nonce = await services.forms.issue(request, reply, action);
-  const signInOrigins = [...new Set(providers.map((provider) => new URL(provider.context.endpoints.authUrl).origin))];
+  // Providers whose credentials are entered here have no sign-in page to go to.
+  const signInOrigins = [...new Set(providers.filter((provider) => !takesEnteredCredentials(provider)).map((provider) => new URL(provider.context.endpoints.authUrl).origin))];
   reply.headers({ ...CONNECT_PAGE_HEADERS, 'content-security-policy': contentSecurityPolicy(signInOrigins) }).type('text/html; charset=utf-8');
   // Before the person leaves for a provider, they learn which account is connected now and that continuing replaces it (docs/contract.md §5d).
   const connected = await currentAccounts(services, session.organizationId, session.endUser?.id ?? null);
@@ -93,6 +95,7 @@ export function connectPageRoutes(app: TypedFastify, services: Services): void {
   assetRoutes(app);
   hostedPageRoute(app, services);
   startRoutes(app, services);
+  credentialFormRoutes(app, services, { open: (secret) => openSession(services, secret), unusable: unusableAnswer, notAllowed: NOT_ALLOWED });
 }
 
 /** connect.js and the pages' own script and style, read once; revalidated by ETag. */
@@ -184,6 +187,8 @@ function startRoutes(app: TypedFastify, services: Services): void {
         const provider = services.providers.get(request.body.provider);
         if (!provider || !session.allowedProviders.includes(provider.id)) return unusableAnswer(reply, NOT_ALLOWED);
         const popup = request.body.popup === '1';
+        // Credentials a person enters: their form, on our own page (docs/contract.md §5c).
+        if (takesEnteredCredentials(provider)) return credentialFormPage(services, request, reply, { session, secret: request.params.secret, provider, popup });
         const flow = await beginFlow(
           services,
           services.db,

@@ -67,7 +67,8 @@ async function use(organizationId: string, sessionId: string): Promise<unknown> 
   const read = await acme.integrations.token('github', { endUser });
   const status = await acme.integrations.status('github', { endUser });
   const refreshed = await acme.integrations.refresh('github', { endUser });
-  check(refreshed.token?.accessToken !== read.token.accessToken, 'refresh issued a new token');
+  // Since §5c the token read answers `credentials` instead of `token` for API-key and basic providers.
+  check(refreshed.token?.accessToken !== read.token?.accessToken, 'refresh issued a new token');
 
   // A multi-segment path through the generated client itself: sent as user/repos, not user%2Frepos.
   const viaRaw = await acme.settle(acme.raw.GET('/v1/integrations/{provider}/proxy/{path}', { params: { path: { provider: 'github', path: 'user/repos' }, query: { endUser } } }));
@@ -92,7 +93,7 @@ async function use(organizationId: string, sessionId: string): Promise<unknown> 
 
   return {
     event: { type: event.type, endUser },
-    tokenRead: { provider: read.provider, endUser: read.endUser?.id, hasToken: read.token.accessToken.length > 0 },
+    tokenRead: { provider: read.provider, endUser: read.endUser?.id, hasToken: (read.token?.accessToken.length ?? 0) > 0 },
     status: status.status.status,
     rawRepos: viaRaw,
     proxy: { status: viaProxy.status, body: viaProxy.body, contentType: viaProxy.headers['content-type'] },
@@ -116,7 +117,7 @@ export function misuses(tessera: Tessera): void {
   void tessera.raw.GET('/v1/no-such-route');
   void tessera.integrations.token('github').then((read) => {
     // @ts-expect-error the token read's body has no `refreshToken`
-    void read.token.refreshToken;
+    void read.token?.refreshToken;
   });
 }
 

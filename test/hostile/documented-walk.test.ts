@@ -7,7 +7,7 @@ import { bearer } from '../helpers/identity.ts';
 import { SECRETS } from '../helpers/provider-events.ts';
 import { REDIRECT_URI, startFlow } from '../helpers/providers.ts';
 import { fakeProblems, logProblems, responseProblems } from './checks.ts';
-import { checker, gh, gql, issued, ONE_MIB, slack, t, useHostileWorld } from './world.ts';
+import { checker, gh, gql, issued, ONE_MIB, slack, stripe, t, useHostileWorld } from './world.ts';
 
 useHostileWorld();
 
@@ -50,6 +50,8 @@ describe('every documented route, walked as documented', () => {
     issued.jwt.add(switched.json().accessToken);
     await call('switch back', 'POST', '/v1/account/switch', 200, bearer(switched.json().accessToken), { organizationId });
     await call('providers', 'GET', '/v1/providers', 200, auth);
+    // A provider whose credentials a person enters: verified with the provider, then stored.
+    await call('connect with credentials', 'POST', '/v1/integrations/stripe/credentials', 201, auth, { credentials: { apiKey: stripe.addAccount('Happy Shop').key } });
 
     // Connect GitHub with the POST callback, Slack with the provider's GET redirect.
     const started = await call('start', 'POST', '/v1/integrations/oauth/start', 200, auth, { provider: 'github', redirectUri: REDIRECT_URI });

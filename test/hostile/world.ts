@@ -15,6 +15,7 @@ import { SessionTokens } from '../../src/identity/credentials.ts';
 import type { FakeProvider } from '../fakes/common.ts';
 import { startFakeGitHub } from '../fakes/github.ts';
 import { startFakeSlack } from '../fakes/slack.ts';
+import { type FakeStripe, startFakeStripe } from '../fakes/providers/stripe.ts';
 import { createTestApp, TEST_ENCRYPTION_KEY, TEST_JWT_SECRET, type TestApp } from '../helpers/app.ts';
 import { eventsEnv, SECRETS } from '../helpers/provider-events.ts';
 import { graphqlData } from '../helpers/graphql.ts';
@@ -87,6 +88,8 @@ async function startAttacker(): Promise<Attacker> {
 export let t: TestApp;
 export let gh: FakeProvider;
 export let slack: FakeProvider;
+/** A provider whose credentials a person enters (docs/contract.md §5c): its keys are secrets like tokens. */
+export let stripe: FakeStripe;
 export let attacker: Attacker;
 let receiver: WebhookReceiver;
 export let checker: OpenApiChecker;
@@ -144,6 +147,7 @@ export function secrets(): { kind: SecretKind; value: string }[] {
     { kind: 'serverKey', value: TEST_JWT_SECRET },
     { kind: 'serverKey', value: TEST_ENCRYPTION_KEY.slice(TEST_ENCRYPTION_KEY.indexOf(':') + 1) },
   ];
+  for (const key of stripe.keysEverIssued) issued.providerAccess.add(key);
   for (const kind of ['jwt', 'capability', 'providerAccess', 'providerRefresh', 'password'] as const) for (const value of issued[kind]) list.push({ kind, value });
   return list.filter((s) => s.value.length >= 8);
 }
@@ -201,19 +205,20 @@ export function useHostileWorld(): void {
   beforeAll(setUp, 120_000);
   afterAll(async () => {
     await t?.close();
-    await Promise.all([gh?.close(), slack?.close(), attacker?.close(), receiver?.close()]);
+    await Promise.all([gh?.close(), slack?.close(), stripe?.close(), attacker?.close(), receiver?.close()]);
   });
 }
 
 async function setUp(): Promise<void> {
-  [gh, slack, attacker, receiver] = await Promise.all([startFakeGitHub({ tokenExpiresIn: 28800 }), startFakeSlack(), startAttacker(), startWebhookReceiver()]);
+  [gh, slack, stripe, attacker, receiver] = await Promise.all([startFakeGitHub({ tokenExpiresIn: 28800 }), startFakeSlack(), startFakeStripe(), startAttacker(), startWebhookReceiver()]);
   gh.addUser({ login: LOGINS.github, email: 'octo@example.com', name: 'Octo Cat' });
   gh.addUser({ login: 'happycat', email: 'happy@example.com' });
   slack.addUser({ login: LOGINS.slack, email: 'sam@example.com' });
   slack.addUser({ login: 'happysam', email: 'happysam@example.com' });
   // A webhook gives events their deliveries (the walk retries one); nothing delivers in the background.
   const webhook = { EVENTS_WEBHOOK_URL: receiver.url, EVENTS_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 9).toString('base64')}` };
-  t = await createTestApp({ background: false, env: { ...providerEnv(gh), ...providerEnv(slack), ...eventsEnv('github', 'slack'), ...webhook, RATE_LIMIT_MAX: '0' } });
+  const stripeEnv = { INTEGRATION_OAUTH_STRIPE_ENABLED: 'true', INTEGRATION_OAUTH_STRIPE_API_URL: stripe.url };
+  t = await createTestApp({ background: false, env: { ...providerEnv(gh), ...providerEnv(slack), ...stripeEnv, ...eventsEnv('github', 'slack'), ...webhook, RATE_LIMIT_MAX: '0' } });
   checker = await OpenApiChecker.fromApp(t.fastify);
 
   world.owner = remember(await registerAndLogin(t.fastify, 'owner'));

@@ -60,6 +60,16 @@ export class Integrations {
     return this.#t.settle(this.#t.raw.POST('/v1/integrations/{provider}/refresh', { params: { path: { provider }, query: { endUser: options.endUser } } }));
   }
   /**
+   * Connects a provider with credentials a person entered — an API key, basic credentials, client credentials — verified with the provider first (`POST /v1/integrations/{provider}/credentials`).
+   * @param {string} provider
+   * @param {Record<string, string>} credentials the provider's fields by name (`providers.list()` gives them)
+   * @param {EndUserOption} [options]
+   * @returns {Promise<SuccessBody<'integrations_createCredential'>>}
+   */
+  connectCredentials(provider, credentials, options = {}) {
+    return this.#t.settle(this.#t.raw.POST('/v1/integrations/{provider}/credentials', { params: { path: { provider }, query: { endUser: options.endUser } }, body: { credentials } }));
+  }
+  /**
    * Deletes an integration by id and revokes its grant at the provider (`DELETE /v1/integrations/{id}`).
    * @param {string} id
    * @returns {Promise<SuccessBody<'integrations_delete'>>}

@@ -102,7 +102,7 @@ export async function completeConnect(services: Services, input: CallbackInput, 
  * request's was rolled back): on its connect session (which stays usable until it expires) and
  * as `integration.connect_failed`, so the product hears of it (docs/contract.md §7).
  */
-export async function recordFailedAttempt(services: Services, state: StateRow, code: ErrorCode, requestId: string): Promise<void> {
+export async function recordFailedAttempt(services: Services, state: Pick<StateRow, 'organizationId' | 'connectSessionId' | 'provider'>, code: ErrorCode, requestId: string): Promise<void> {
   await systemUnitOfWork(services.db, services.outbox, { principal: null, requestId }, async (work) => {
     const endUser = state.connectSessionId ? await recordSessionError(work.db, state.organizationId, state.connectSessionId, code) : null;
     await work.outbox.emit(work.db, work.afterCommit, {

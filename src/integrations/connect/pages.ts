@@ -37,7 +37,7 @@ ${body}
  * the session's redirect origin only, and closes; without an opener it goes on to the
  * redirect URI like a full-page flow.
  */
-export function flowDonePage(providers: ProviderRegistry, state: StateRow, outcome: FlowOutcome): string {
+export function flowDonePage(providers: ProviderRegistry, state: Pick<StateRow, 'provider' | 'redirectUri' | 'connectSessionId'>, outcome: FlowOutcome): string {
   const result = outcomeParams(state, outcome);
   const provider = providers.get(state.provider)?.displayName ?? 'the service';
   const ok = 'integrationId' in outcome;

@@ -63,6 +63,10 @@ export async function startConnect(services: Services, db: Db, principal: Princi
   const user = requireUser(principal);
   requireRole(user, user.organizationId, 'admin');
   const provider = configuredProvider(services, input.provider);
+  if (provider.definition.authMode !== 'oauth2' && provider.definition.authMode !== 'app_installation') {
+    // Entered credentials have no sign-in page to send a browser to (docs/contract.md §5c).
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'body.provider', message: `${provider.displayName} connects with entered credentials: POST /v1/integrations/${provider.id}/credentials` }] });
+  }
   const redirectUri = checkRedirectUri(services, input.redirectUri);
   const scopes = input.scopes ? [...new Set(input.scopes)] : provider.scopes;
   const outside = scopes.filter((scope) => !provider.scopes.includes(scope));

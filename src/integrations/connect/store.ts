@@ -1,28 +1,43 @@
 import { recordAudit } from '../../audit/audit.ts';
+import type { EndUser } from '../../db/schema.ts';
 import type { UnitOfWork } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
 import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
-import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
+import type { AuthMode, Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
 import { grantsToRevoke } from '../delete.ts';
 import { readSecrets, replaceSecrets } from '../secrets.ts';
 import type { ConnectSessionRow } from '../sessions/sessions.ts';
 import { accessTokenExpiry, refreshTokenExpiry } from '../token-endpoint.ts';
+
+/** How an integration's description names its mode (`OAuth integration with github for octocat`). */
+const MODE_LABELS: Record<AuthMode, string> = {
+  oauth2: 'OAuth',
+  app_installation: 'GitHub App',
+  api_key: 'API key',
+  basic: 'Basic credentials',
+  client_credentials: 'Client credentials',
+};
 
 export interface ConnectedResult {
   integration: { id: string; name: string; provider: string };
   displayName: string;
 }
 
-/** What a finished exchange brings: the organization, the provider, its tokens, the account they act as, and the metadata found. */
+/** What a finished exchange (or a verification of entered credentials) brings: the organization, the provider, its tokens, the account they act as, and the metadata found. */
 export interface Connection {
   organizationId: string;
   provider: ConfiguredProvider;
-  tokens: TokenSet;
+  /** The token set; null when requests carry the entered credentials themselves (api_key, basic). */
+  tokens: TokenSet | null;
+  /** The credentials a person entered (docs/contract.md §5c), stored encrypted as one secret. */
+  credentials?: Record<string, string>;
   account: ProviderAccount;
   metadata: Metadata;
   /** The connect session it came through (its end user, and the credential that minted it). */
   session?: ConnectSessionRow;
+  /** Without a session: the end user it is for (`?endUser=`, docs/contract.md §5d); absent for the organization's own. */
+  endUser?: EndUser | null;
 }
 
 /**
@@ -34,21 +49,23 @@ export interface Connection {
  */
 export async function storeConnection(services: Pick<Services, 'config' | 'revocations' | 'logger'>, work: UnitOfWork, connection: Connection): Promise<ConnectedResult> {
   const { organizationId, provider, tokens, account, session } = connection;
-  const endUser = session?.endUser ?? null;
+  const endUser = session ? (session.endUser ?? null) : (connection.endUser ?? null);
   const now = Date.now();
-  const tokenExpiresAt = accessTokenExpiry(tokens, now);
+  const tokenExpiresAt = tokens ? accessTokenExpiry(tokens, now) : null;
+  const scopes = tokens?.scopes ?? [];
   const { before, after } = await upsertConnectedIntegration(work.db, {
     organizationId,
     provider: provider.id,
     endUser,
     name: `${provider.displayName} Integration (${account.username})`,
-    description: `OAuth integration with ${provider.id} for ${account.username}`,
-    scopes: tokens.scopes,
+    description: `${MODE_LABELS[provider.definition.authMode]} integration with ${provider.id} for ${account.username}`,
+    scopes,
     providerAccountId: account.id,
     providerWorkspaceId: account.workspaceId ?? null,
     tokenExpiresAt,
-    refreshTokenExpiresAt: refreshTokenExpiry(tokens, now),
-    hasRefreshToken: tokens.refreshToken !== undefined,
+    refreshTokenExpiresAt: tokens ? refreshTokenExpiry(tokens, now) : null,
+    // A minted mode renews without the person, as a refresh token does.
+    hasRefreshToken: tokens?.refreshToken !== undefined || provider.definition.mint !== undefined,
     nextValidationAt: new Date(now + services.config.oauth.validationInterval * 1000),
     metadata: connection.metadata,
     connectedVia: connection.session ? { sessionId: connection.session.id, endUser: connection.session.endUser ?? null } : null,
@@ -58,12 +75,13 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
   // The replaced account's tokens, read before they are replaced: its grant is revoked once this commits.
   const previous = accountChanged ? await readSecrets(work.db, services.config.keyring, ref) : null;
   await replaceSecrets(work.db, services.config.keyring, ref, {
-    access_token: tokens.accessToken,
-    refresh_token: tokens.refreshToken,
+    access_token: tokens?.accessToken,
+    refresh_token: tokens?.refreshToken,
     expires_at: tokenExpiresAt?.toISOString(),
     provider_user_id: account.id,
     provider_username: account.username,
     provider_email: account.email,
+    credentials: connection.credentials ? JSON.stringify(connection.credentials) : undefined,
   });
   const previousAccount = before && previous ? { id: before.providerAccountId, username: previous.provider_username ?? before.providerAccountId } : null;
   await recordAudit(work.db, work.actor, {
@@ -73,7 +91,7 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
     targetId: after.id,
     detail: {
       provider: provider.id,
-      scopes: tokens.scopes,
+      scopes,
       accountChanged,
       ...(previousAccount ? { previousAccountId: previousAccount.id, previousAccount } : {}),
       ...(endUser ? { endUser: endUser.id } : {}),
@@ -94,7 +112,7 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
     },
   });
   // Never the grant just stored: a provider may hand the same token out again.
-  if (before && previous && previous.access_token !== tokens.accessToken) {
+  if (before && previous && previous.access_token !== tokens?.accessToken) {
     await services.revocations.queue(
       work,
       grantsToRevoke([{ organizationId, integrationId: after.id, provider: provider.id, metadata: before.metadata, secrets: previous }], 'account.replaced'),

@@ -33,7 +33,37 @@ export const CustomDefinition = Type.Object(
 );
 export type CustomDefinition = Static<typeof CustomDefinition>;
 
-const validate = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false }).compile(CustomDefinition);
+const FieldName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z][A-Za-z0-9_]*$' });
+const Templates = Type.Record(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9_-]+$' }), Type.String({ minLength: 1, maxLength: 1000 }));
+
+/** A custom provider whose credentials people enter (docs/contract.md §5c): `authMode` api_key, basic or client_credentials. */
+export const CustomCredentialDefinition = Type.Object(
+  {
+    displayName: Type.String({ minLength: 1, maxLength: 100 }),
+    authMode: Type.Union([Type.Literal('api_key'), Type.Literal('basic'), Type.Literal('client_credentials')]),
+    apiUrl: Url,
+    credentials: Type.Array(Type.Object({ name: FieldName, label: Type.String({ minLength: 1, maxLength: 100 }), secret: Type.Boolean({ default: true }) }, { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: 10,
+    }),
+    headers: Type.Optional(Templates),
+    basic: Type.Optional(Type.Object({ username: Type.String({ maxLength: 1000 }), password: Type.String({ maxLength: 1000 }) }, { additionalProperties: false })),
+    query: Type.Optional(Templates),
+    /** Entered, non-secret fields kept in metadata (and usable in `userInfo.url`). */
+    metadata: Type.Optional(Type.Array(FieldName)),
+    userInfo: Type.Optional(Type.Object({ url: Url, id: Path, username: Type.Optional(Path), email: Type.Optional(Path) }, { additionalProperties: false })),
+    tokenUrl: Type.Optional(Url),
+    grantType: Type.String({ minLength: 1, maxLength: 200, default: 'client_credentials' }),
+    clientAuth: Type.Union([Type.Literal('client_secret_post'), Type.Literal('client_secret_basic')], { default: 'client_secret_basic' }),
+    scopes: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { default: [] }),
+  },
+  { additionalProperties: false },
+);
+export type CustomCredentialDefinition = Static<typeof CustomCredentialDefinition>;
+
+const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false });
+const validate = ajv.compile(CustomDefinition);
+const validateCredentials = ajv.compile(CustomCredentialDefinition);
 
 /**
  * The definition of custom provider `id` from its configuration, or the problems with it, each
@@ -41,7 +71,9 @@ const validate = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: fals
  */
 export function customProvider(id: string, raw: unknown, isProduction: boolean): ProviderDefinition | string[] {
   const label = `integrationOauthProvider.${id}.definition`;
-  const candidate: unknown = structuredClone(raw);
+  const mode = (raw as { authMode?: unknown } | null)?.authMode;
+  if (mode !== undefined && mode !== 'oauth2') return customCredentialProvider(id, raw, isProduction);
+  const candidate: unknown = structuredClone(raw && typeof raw === 'object' ? Object.fromEntries(Object.entries(raw).filter(([key]) => key !== 'authMode')) : raw);
   if (!validate(candidate)) return (validate.errors ?? []).map((error) => `${label}${keyOf(error)}: ${messageOf(error)}`);
   // Ajv has filled the defaults in place.
   const definition = candidate as CustomDefinition;
@@ -79,6 +111,59 @@ export function customProvider(id: string, raw: unknown, isProduction: boolean):
     // is one: §2.1 lets a server revoke only the access token it is given, leaving the grant alive (docs/contract.md §5b).
     ...(definition.revokeUrl
       ? { revoke: { url: '{revokeUrl}', token: 'refresh' as const, param: 'token', auth: definition.clientAuth === 'client_secret_basic' ? ('basic' as const) : ('body' as const) } }
+      : {}),
+  });
+}
+
+/** A custom api_key, basic or client_credentials provider, or the problems with its definition, each naming the key. */
+function customCredentialProvider(id: string, raw: unknown, isProduction: boolean): ProviderDefinition | string[] {
+  const label = `integrationOauthProvider.${id}.definition`;
+  const candidate: unknown = structuredClone(raw);
+  if (!validateCredentials(candidate)) return (validateCredentials.errors ?? []).map((error) => `${label}${keyOf(error)}: ${messageOf(error)}`);
+  const definition = candidate as CustomCredentialDefinition;
+  const names = definition.credentials.map((field) => field.name);
+  const problems: string[] = [];
+  const need = (ok: boolean, key: string, message: string) => {
+    if (!ok) problems.push(`${label}.${key}: ${message}`);
+  };
+  need(new Set(names).size === names.length, 'credentials', 'field names must be unique');
+  const secret = new Set(definition.credentials.filter((field) => field.secret).map((field) => field.name));
+  for (const name of definition.metadata ?? []) need(names.includes(name) && !secret.has(name), 'metadata', `"${name}" must name an entered field that is not secret`);
+  if (definition.authMode === 'api_key') need(definition.headers !== undefined || definition.query !== undefined, 'headers', 'api_key needs headers or query to carry the credentials');
+  if (definition.authMode === 'basic') need(definition.basic !== undefined, 'basic', 'basic needs { username, password } templates');
+  if (definition.authMode !== 'client_credentials') need(definition.userInfo !== undefined, 'userInfo', 'is required (the verification call)');
+  if (definition.authMode === 'client_credentials') {
+    need(definition.tokenUrl !== undefined, 'tokenUrl', 'is required for client_credentials');
+    need(names.includes('clientId') && names.includes('clientSecret'), 'credentials', 'client_credentials needs fields named clientId and clientSecret');
+  }
+  const urls: [string, string][] = [['apiUrl', definition.apiUrl]];
+  if (definition.userInfo) urls.push(['userInfo.url', definition.userInfo.url]);
+  if (definition.tokenUrl) urls.push(['tokenUrl', definition.tokenUrl]);
+  problems.push(...urls.flatMap(([key, value]) => urlProblem(value.replace(/\{[A-Za-z][A-Za-z0-9_.]*\}/g, 'x'), isProduction).map((problem) => `${label}.${key}: ${problem}`)));
+  if (problems.length > 0) return problems;
+  return defineProvider({
+    id,
+    displayName: definition.displayName,
+    authMode: {
+      mode: definition.authMode,
+      credentials: definition.credentials,
+      ...(definition.headers ? { headers: definition.headers } : {}),
+      ...(definition.basic ? { basic: definition.basic } : {}),
+      ...(definition.query ? { query: definition.query } : {}),
+      ...(definition.metadata ? { metadata: definition.metadata } : {}),
+      ...(definition.authMode === 'client_credentials' ? { grant: { grantType: definition.grantType, clientAuth: definition.clientAuth, scopes: definition.scopes } } : {}),
+    },
+    endpoints: { authUrl: '', tokenUrl: definition.tokenUrl ?? '', apiUrl: definition.apiUrl.replace(/\/+$/, ''), ...(definition.userInfo ? { userInfoUrl: definition.userInfo.url } : {}) },
+    defaultScopes: definition.scopes,
+    ...(definition.userInfo
+      ? {
+          account: {
+            url: '{userInfoUrl}',
+            id: definition.userInfo.id,
+            ...(definition.userInfo.username ? { username: definition.userInfo.username } : {}),
+            ...(definition.userInfo.email ? { email: definition.userInfo.email } : {}),
+          },
+        }
       : {}),
   });
 }

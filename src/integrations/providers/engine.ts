@@ -3,6 +3,7 @@
  * account checks, API-answer classification and revocation read the same way for every
  * provider, so a rule fixed here is fixed for all of them.
  */
+import { authModeParts } from './auth-modes.ts';
 import { fillTemplate, parseJson, textAt, valueAt, valuesAt } from './json.ts';
 import type { AccountSpec, ProviderSpec, RevokeSpec, Signal, TokenAnswerSpec } from './spec.ts';
 import {
@@ -21,9 +22,23 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
   const classify = (response: ProviderResponse) => classifyAnswer(spec, response);
   const scheme = spec.api?.scheme ?? 'Bearer';
   const apiHeaders = spec.api?.headers ?? {};
+  const bearer = (token: string) => ({ headers: { authorization: `${scheme} ${token}` }, query: {} });
+  const readWith = (context: ProviderContext, secret: string, carry: ProviderDefinition['carry']) => {
+    if (!spec.account) throw new ProviderError('transient', `${spec.displayName} has no account call`);
+    return readAccount(spec.displayName, spec.account, context, secret, { carry, apiHeaders, classify });
+  };
+  const mode = authModeParts(spec.authMode, {
+    displayName: spec.displayName,
+    account: spec.account,
+    readAccount: readWith,
+    // A mint's refusals are all of the stored grant (entered credentials, an installation): never this deployment's client.
+    parseGrantAnswer: (response) => parseTokenAnswer(spec.displayName, { ...spec.token, clientErrors: [] }, response),
+    bearer,
+  });
   const definition: ProviderDefinition = {
     id: spec.id,
     displayName: spec.displayName,
+    ...mode,
     endpoints: spec.endpoints,
     defaultScopes: spec.defaultScopes,
     scopeSeparator: spec.scopeSeparator ?? ' ',
@@ -36,7 +51,7 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
     defaults: spec.defaults ?? {},
     ...(spec.metadataHosts ? { metadataHosts: spec.metadataHosts } : {}),
     parseTokenResponse: (response) => parseTokenAnswer(spec.displayName, spec.token ?? {}, response),
-    validate: (context, accessToken) => readAccount(spec.displayName, spec.account, context, accessToken, { scheme, apiHeaders, classify }),
+    validate: (context, secret) => readWith(context, secret, mode.carry),
     ...(spec.discover ? { discover: spec.discover } : {}),
     authorization: (accessToken) => `${scheme} ${accessToken}`,
     apiHeaders,
@@ -90,15 +105,23 @@ function parseTokenAnswer(name: string, spec: TokenAnswerSpec, response: Provide
 }
 
 interface ApiCall {
-  scheme: string;
+  /** How the presented secret rides on the call (a bearer token, an API key header, HTTP Basic, a query parameter). */
+  carry: ProviderDefinition['carry'];
   apiHeaders: Record<string, string>;
   classify(response: ProviderResponse): ProviderError | null;
 }
 
-async function readAccount(name: string, spec: AccountSpec, context: ProviderContext, accessToken: string, api: ApiCall): Promise<ProviderAccount> {
-  const headers: Record<string, string> = { accept: 'application/json', ...api.apiHeaders, authorization: `${api.scheme} ${accessToken}` };
+async function readAccount(name: string, spec: AccountSpec, context: ProviderContext, secret: string, api: ApiCall): Promise<ProviderAccount> {
+  const carried = api.carry(secret);
+  const headers: Record<string, string> = { accept: 'application/json', ...api.apiHeaders, ...carried.headers };
   if (spec.body !== undefined) headers['content-type'] = 'application/json';
-  const response = await context.request(context.resolve(spec.url), {
+  let url = context.resolve(spec.url);
+  if (Object.keys(carried.query).length > 0) {
+    const withQuery = new URL(url);
+    for (const [param, value] of Object.entries(carried.query)) withQuery.searchParams.set(param, value);
+    url = withQuery.href;
+  }
+  const response = await context.request(url, {
     method: spec.method ?? 'GET',
     headers,
     ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
@@ -110,7 +133,7 @@ async function readAccount(name: string, spec: AccountSpec, context: ProviderCon
   if (!id) throw new ProviderError('transient', `${name} account check answered badly`, { status: response.status });
   const username = textAt(body, spec.username) ?? id;
   let email = textAt(body, spec.email);
-  if (!email && spec.fetchEmail) email = await spec.fetchEmail(context, accessToken, body).catch(() => undefined);
+  if (!email && spec.fetchEmail) email = await spec.fetchEmail(context, secret, body).catch(() => undefined);
   const metadata = pickMetadata(body, spec.metadata);
   const workspaceId = spec.workspaceId ? accountId(body, spec.workspaceId) : undefined;
   return { id, username, ...(email ? { email } : {}), ...(Object.keys(metadata).length > 0 ? { metadata } : {}), ...(workspaceId ? { workspaceId } : {}) };

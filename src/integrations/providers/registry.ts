@@ -11,15 +11,18 @@ import { microsoft } from './microsoft.ts';
 import { notion } from './notion.ts';
 import { salesforce } from './salesforce.ts';
 import { slack } from './slack.ts';
+import { stripe } from './stripe.ts';
+import { twilio } from './twilio.ts';
 import { zoom } from './zoom.ts';
+import { zooms2s } from './zooms2s.ts';
 import type { ProviderSettings } from '../../config/schema.ts';
 import { customProvider } from './custom.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFetch } from './transport.ts';
-import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
+import { ENTERED_MODES, type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
-export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce];
+export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce, stripe, twilio, zooms2s];
 
 /** The largest answer a definition reads (token, account, hooks); the proxy has its own cap. */
 const MAX_BODY = 1024 * 1024;
@@ -81,7 +84,14 @@ export function buildProviderRegistry(
   const configured = new Map<string, ConfiguredProvider>();
   for (const definition of byId.values()) {
     const settings = config.providers[definition.id];
-    if (!settings?.clientId || !settings.clientSecret) continue;
+    if (!settings) continue;
+    if (ENTERED_MODES.includes(definition.authMode)) {
+      // Credentials a person enters need nothing of the deployment's: a custom definition, or a built-in switched on, is configured.
+      if (settings.definition === undefined && settings.enabled !== true) continue;
+      configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, observe));
+      continue;
+    }
+    if (!settings.clientId || !settings.clientSecret) continue;
     configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe));
   }
   return {
@@ -110,8 +120,9 @@ function configure(
     const answer = await send({ url, ...init });
     return { status: answer.status, headers: answer.headers, body: answer.body.toString('utf8') };
   };
-  const settingValues = { ...(overrides.tenant ? { tenant: overrides.tenant } : {}), clientId: encodeURIComponent(settings.clientId) };
-  const fromMetadata = new Set(Object.values(templates).flatMap((template) => placeholders(template)));
+  const settingValues = { ...(overrides.tenant ? { tenant: overrides.tenant } : {}), ...(settings.clientId ? { clientId: encodeURIComponent(settings.clientId) } : {}) };
+  // URLs a provider's answer may choose are checked; entered fields (an account id in a path) are checked where they are entered.
+  const fromMetadata = new Set(Object.values(templates).flatMap((template) => placeholders(template)).filter((name) => !definition.metadataFields.includes(name)));
   const contextFor = (metadata: Metadata): ProviderContext => {
     for (const [key, value] of Object.entries(metadata)) {
       if (fromMetadata.has(key)) checkMetadataUrl(definition, key, value, config.isProduction);

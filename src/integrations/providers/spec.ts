@@ -6,6 +6,7 @@
  * what data cannot say (choosing Atlassian sites, Slack's read methods), as the optional
  * functions below.
  */
+import type { AuthModeSpec } from './auth-modes.ts';
 import type { ProviderContext } from './types.ts';
 
 /**
@@ -182,6 +183,13 @@ export interface ProviderSpec {
   /** Lower-case id, `^[a-z][a-z0-9]{1,31}$`; names the secrets (`<id>_access_token`…). */
   id: string;
   displayName: string;
+  /**
+   * How an integration of this provider is credentialed (docs/contract.md §5c), as data:
+   * absent for the OAuth code flow (`oauth2`); else the fields a person enters, how requests
+   * carry them, and how a token is minted. An entered-credentials mode leaves `authUrl` and
+   * `tokenUrl` empty where it has none.
+   */
+  authMode?: AuthModeSpec;
   /** Endpoints; `{tenant}`-style placeholders are filled from settings, `{instanceUrl}`-style ones from the integration's metadata. */
   endpoints: { authUrl: string; tokenUrl: string; apiUrl: string; userInfoUrl?: string; revokeUrl?: string };
   /** Scopes requested when neither the request nor the configuration names any. */
@@ -201,7 +209,12 @@ export interface ProviderSpec {
   /** Extra headers for token requests (GitHub answers form-encoded unless sent `Accept: application/json`). */
   tokenHeaders?: Record<string, string>;
   token?: TokenAnswerSpec;
-  account: AccountSpec;
+  /**
+   * The account call: validates an OAuth token, or verifies entered api_key/basic credentials.
+   * A minted mode (client_credentials, app_installation) may go without: it is validated by
+   * minting, and its account read from the entered fields (`authMode.accountFromFields`).
+   */
+  account?: AccountSpec;
   api?: ApiSpec;
   revoke?: RevokeSpec;
   /** Placeholder values when neither the settings nor the metadata give one (Microsoft `tenant: common`; Zoom `apiUrl: https://api.zoom.us`). */

@@ -114,10 +114,69 @@ export interface ProviderContext {
   request(url: string, init: { method: string; headers: Record<string, string>; body?: string }): Promise<ProviderResponse>;
 }
 
+/**
+ * How a provider's integrations are credentialed (docs/contract.md §5c): the OAuth code flow
+ * (`oauth2`), a GitHub App installation, or credentials a person enters — an API key, HTTP
+ * Basic credentials, or an organization's own client credentials that mint tokens.
+ */
+export type AuthMode = 'oauth2' | 'app_installation' | 'api_key' | 'basic' | 'client_credentials';
+
+/** The modes whose credentials a person fills in (a form, `POST /v1/integrations/{provider}/credentials`). */
+export const ENTERED_MODES: readonly AuthMode[] = ['api_key', 'basic', 'client_credentials'];
+
+/** A field a person enters: its name in `credentials`, its label on the form, and whether it is secret (a password input; never in metadata). */
+export interface CredentialField {
+  name: string;
+  label: string;
+  secret: boolean;
+}
+
+/** What a mint starts from: the entered credentials (none for an app installation) and the integration's metadata (an installation id). */
+export interface StoredGrant {
+  credentials: Record<string, string>;
+  metadata: Metadata;
+}
+
+/** A minted access token: cached encrypted until 5 minutes before `expiresAt` (null: no known expiry). */
+export interface MintedToken {
+  accessToken: string;
+  expiresAt: Date | null;
+  scopes: string[];
+  tokenType: string;
+  metadata?: Metadata;
+}
+
 /** A provider as the engine built it from its data; see spec.ts for what each part means. */
 export interface ProviderDefinition {
   id: string;
   displayName: string;
+  authMode: AuthMode;
+  /** The fields a person enters ([] for `oauth2` and `app_installation`). */
+  credentialFields: CredentialField[];
+  /** Entered fields that are kept in `metadata` (a region, an account id): never secret ones. */
+  metadataFields: string[];
+  /**
+   * The stored secret a request carries: `access_token` (OAuth, minted tokens), or the entered
+   * `credentials` (api_key, basic), as JSON. `validate`, `carry` and `revoke` receive it.
+   */
+  presents: 'access_token' | 'credentials';
+  /** How a request carries the presented secret: headers to set, query parameters to add. */
+  carry(secret: string): { headers: Record<string, string>; query: Record<string, string> };
+  /**
+   * Checks credentials a person entered and reads the account they belong to: the
+   * verification call (api_key, basic) or a first mint (client_credentials, which it returns).
+   * Throws ProviderError: `revoked` or `forbidden` when the provider rejects them (a 400
+   * `INVALID_CREDENTIALS`), `rateLimited`, `transient`. Absent for the modes nobody fills in.
+   */
+  verify?(context: ProviderContext, credentials: Record<string, string>): Promise<{ account: ProviderAccount; minted?: MintedToken }>;
+  /**
+   * Mints an access token from what is stored (client credentials; an app installation's
+   * token): the mode's renewal, run by the token lifecycle through the refresh single-flight
+   * (lease, store before serve). Throws ProviderError: `revoked` when the provider refuses the
+   * stored grant (or the installation is gone), `misconfigured` for this deployment's own
+   * credentials, `rateLimited`, `transient`. A minted mode is validated by minting.
+   */
+  mint?(context: ProviderContext, stored: StoredGrant): Promise<MintedToken>;
   /** Templates: `{tenant}` filled from settings, `{instanceUrl}` and the like from an integration's metadata. */
   endpoints: ProviderEndpoints;
   defaultScopes: string[];

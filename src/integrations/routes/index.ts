@@ -2,6 +2,7 @@ import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { callbackGetRoute, callbackPostRoute } from './callback.ts';
 import { connectSessionRoutes } from './connect-sessions.ts';
+import { credentialsRoute } from './credentials.ts';
 import { providerEventsRoute } from './events.ts';
 import { integrationListRoutes } from './integrations.ts';
 import { providersRoute } from './providers.ts';
@@ -17,6 +18,7 @@ export function integrationRoutes(app: TypedFastify, services: Services): void {
   startRoute(app, services);
   callbackPostRoute(app, services);
   callbackGetRoute(app, services);
+  credentialsRoute(app, services);
   integrationListRoutes(app, services);
   tokenRoute(app, services);
   statusRoute(app, services);

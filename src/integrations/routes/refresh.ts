@@ -35,7 +35,8 @@ export function refreshRoute(app: TypedFastify, services: Services): void {
       const refreshed = await answered(services.lifecycle.refresh(row, requestActor(request)));
       const message = `${refreshed.provider.displayName} token refreshed`;
       // Raw tokens go to header credentials only, never while impersonating (decision 39).
-      if (principal.viaCookie || principal.impersonatorId) return { success: true as const, message };
+      // Entered credentials are not a token: they were checked again, and the token read hands them out.
+      if (principal.viaCookie || principal.impersonatorId || refreshed.provider.definition.presents !== 'access_token') return { success: true as const, message };
       return { success: true as const, message, token: tokenBody(refreshed) };
     },
   );

@@ -8,6 +8,8 @@ import { effectiveStatus } from '../status.ts';
 import type { IntegrationSummary } from '../integrations.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
 import { toAnswer } from '../tokens/policy.ts';
+import { parseCredentials } from '../providers/auth-modes.ts';
+import type { AuthMode } from '../providers/types.ts';
 
 /** Non-secret, provider-defined values a client needs to use the token (docs/providers.md). */
 export const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Provider-defined, non-secret values: instanceUrl, apiUrl, sites, workspaceId, tenantId… (docs/providers.md)' });
@@ -95,6 +97,22 @@ export function requireTokenReader(principal: Principal | null): Principal {
 
 /** The roles `requireTokenReader` accepts (API tokens act as admin). */
 export const TOKEN_READER_ROLES = ['owner', 'admin'] as const;
+
+/** How a provider's integrations are credentialed (docs/contract.md §5c). */
+export const AuthModeSchema = Type.Union([Type.Literal('oauth2'), Type.Literal('app_installation'), Type.Literal('api_key'), Type.Literal('basic'), Type.Literal('client_credentials')]);
+
+/** The credentials a person entered, by field name (api_key, basic): handed out like a token. */
+export const EnteredCredentials = Type.Record(Type.String(), Type.String(), { description: 'The entered fields by name (api_key, basic)' });
+
+/**
+ * What a token read hands out: the token — or, for api_key and basic, the entered credentials —
+ * and the mode, except for `oauth2`, whose answer stays §5's as it was.
+ */
+export function usableBody(loaded: LoadedIntegration): { authMode?: AuthMode; token?: ReturnType<typeof tokenBody>; credentials?: Record<string, string> } {
+  const { definition } = loaded.provider;
+  if (definition.presents === 'credentials') return { authMode: definition.authMode, credentials: parseCredentials(loaded.secrets.credentials) };
+  return { ...(definition.authMode === 'oauth2' ? {} : { authMode: definition.authMode }), token: tokenBody(loaded) };
+}
 
 /** A token as the API hands it out. */
 export function tokenBody(loaded: LoadedIntegration) {

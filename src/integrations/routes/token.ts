@@ -5,7 +5,20 @@ import { PROVIDER_ID } from '../../lib/ids.ts';
 import { AppError } from '../../http/errors.ts';
 import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
-import { answered, EndUserQuery, EndUserSchema, Metadata, ProviderParams, providerIdFrom, requireTokenReader, TOKEN_READER_ROLES, TokenSchema, tokenBody } from './shared.ts';
+import {
+  AuthModeSchema,
+  answered,
+  EndUserQuery,
+  EndUserSchema,
+  EnteredCredentials,
+  Metadata,
+  ProviderParams,
+  providerIdFrom,
+  requireTokenReader,
+  TOKEN_READER_ROLES,
+  TokenSchema,
+  usableBody,
+} from './shared.ts';
 
 /** `GET /v1/integrations/{provider}/token` (docs/contract.md §5): the hot path of the service. */
 export function tokenRoute(app: TypedFastify, services: Services): void {
@@ -20,7 +33,16 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         params: ProviderParams,
         querystring: EndUserQuery,
         response: {
-          200: Type.Object({ success: Type.Literal(true), provider: Type.String(), token: TokenSchema, metadata: Metadata, endUser: Type.Union([EndUserSchema, Type.Null()]) }),
+          200: Type.Object({
+            success: Type.Literal(true),
+            provider: Type.String(),
+            authMode: Type.Optional({ ...AuthModeSchema, description: 'How the integration is credentialed; absent for oauth2' }),
+            // Absent for api_key and basic, whose entered `credentials` are handed out instead.
+            token: Type.Optional(TokenSchema),
+            credentials: Type.Optional(EnteredCredentials),
+            metadata: Metadata,
+            endUser: Type.Union([EndUserSchema, Type.Null()]),
+          }),
         },
       },
     },
@@ -42,7 +64,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, endUserId, { actor: requestActor(request), action: 'integration.token_read' });
       }
       const usable = await answered(lifecycle.usable(loaded, requestActor(request)));
-      return { success: true as const, provider: loaded.provider.id, token: tokenBody(usable), metadata: usable.row.metadata, endUser: usable.row.endUser ?? null };
+      return { success: true as const, provider: loaded.provider.id, ...usableBody(usable), metadata: usable.row.metadata, endUser: usable.row.endUser ?? null };
     },
   );
 }

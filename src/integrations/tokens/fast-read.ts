@@ -171,7 +171,7 @@ export class FastReads {
     const provider = this.deps.providers.get(providerId);
     if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
     const principal = audit?.actor.principal ?? null;
-    const values = { organizationId, providerId, endUserKey: endUserKey(endUserId), secretName: secretName(providerId, 'access_token') };
+    const values = { organizationId, providerId, endUserKey: endUserKey(endUserId), secretName: secretName(providerId, provider.definition.presents) };
     const [found] = audit
       ? await USE_AUDITED.rows(this.deps.db, {
           ...values,
@@ -209,7 +209,7 @@ export class FastReads {
       // Only a configured provider's id reaches the statement (a path segment may hold anything, NULs included).
       prov: provider ? providerId : '',
       eu: endUserKey(endUserId),
-      secret: provider ? secretName(providerId, 'access_token') : '',
+      secret: provider ? secretName(providerId, provider.definition.presents) : '',
       roles,
       kind: credential.kind,
       action: audit.action,

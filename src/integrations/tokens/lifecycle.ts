@@ -12,7 +12,8 @@ import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
 import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
-import { configFaultMessage, expiresWithin, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
+import { mintAndStore, presented, renewable } from './mint.ts';
+import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
 import { storeRotated } from './store-rotated.ts';
 
@@ -87,7 +88,9 @@ export class TokenLifecycle {
   async usable(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
     if (loaded.row.status === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
     const expired = () => expiresWithin(loaded.row.tokenExpiresAt, 0);
-    if (!refreshDue(loaded.row)) {
+    // A minted mode with no token cached yet mints one now.
+    const unminted = loaded.provider.definition.mint !== undefined && presented(loaded) === undefined;
+    if (!refreshDue(loaded.row) && !unminted) {
       if (!expired()) return loaded;
       throw new AppError('TOKEN_VALIDATION_FAILED', { message: 'The token has expired; reconnect the integration' });
     }
@@ -109,6 +112,8 @@ export class TokenLifecycle {
   }
 
   private async refreshHoldingLease(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
+    // A minted mode renews by minting: the same lease, the same store-before-serve.
+    if (loaded.provider.definition.mint) return this.mintHoldingLease(loaded, actor, 'refresh');
     const refreshToken = loaded.secrets.refresh_token;
     if (!refreshToken) {
       // Nothing to refresh with: re-validate the current token and hand it back — or the failure, unless it lets the request go on.
@@ -151,7 +156,8 @@ export class TokenLifecycle {
    * `recover` is false. A rate limit leaves the status alone and reschedules.
    */
   async validate(loaded: LoadedIntegration, actor: AuditActor, options: { recover?: boolean } = {}): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
-    const token = loaded.secrets.access_token;
+    if (loaded.provider.definition.mint) return this.validateByMint(loaded, actor);
+    const token = presented(loaded);
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
     const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
     try {
@@ -190,7 +196,7 @@ export class TokenLifecycle {
    */
   async check(loaded: LoadedIntegration, actor: AuditActor, due: RefreshWindow = {}): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome }> {
     try {
-      if (loaded.secrets.refresh_token !== undefined && refreshDue(loaded.row, due)) {
+      if (renewable(loaded) && refreshDue(loaded.row, due)) {
         const refreshed = await this.refresh(loaded.row, actor);
         // A refresh shared with one that ended before this check looked (decision 49) asked the provider nothing:
         // no validation has happened since, and the live answer is still owed (decision 186).
@@ -212,14 +218,52 @@ export class TokenLifecycle {
    */
   async recover(loaded: LoadedIntegration, usedToken: string, actor: AuditActor): Promise<LoadedIntegration | null> {
     const latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
-    if (latest.secrets.access_token && latest.secrets.access_token !== usedToken) return latest;
-    if (!latest.secrets.refresh_token) return null;
+    const current = presented(latest);
+    if (current && current !== usedToken) return latest;
+    if (!renewable(latest)) return null;
     try {
       return await this.refresh(latest.row, actor);
     } catch (error) {
       if (error instanceof JudgedFailure && error.verdict.dead) return null;
       throw error;
     }
+  }
+
+  /**
+   * A minted mode's validation is a mint (docs/contract.md §5c: verified by minting): run under
+   * the refresh single-flight, so it also renews the cached token; its failure is judged at
+   * `validate` and reported as the outcome.
+   */
+  private async validateByMint(loaded: LoadedIntegration, actor: AuditActor): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
+    try {
+      const after = await this.singleFlight.run(loaded.row, (latest) => this.mintHoldingLease(latest, actor, 'validate'));
+      return { loaded: after, outcome: { kind: 'valid' } };
+    } catch (error) {
+      if (!(error instanceof JudgedFailure)) throw error;
+      return { loaded: await loadById(this.deps, loaded.row.organizationId, loaded.row.id), outcome: { kind: error.kind, failure: error } };
+    }
+  }
+
+  /**
+   * Mints under the lease (mint.ts) and stores the token before it is served; a success
+   * counts as a validation. A failure is judged at `point` — a refusal of the stored grant
+   * makes the integration `invalid` — and thrown.
+   */
+  private async mintHoldingLease(loaded: LoadedIntegration, actor: AuditActor, point: Extract<FailurePoint, 'refresh' | 'validate'>): Promise<LoadedIntegration> {
+    const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
+    let stored: LoadedIntegration | null;
+    try {
+      stored = await mintAndStore(this.deps, loaded, actor);
+      this.deps.metrics?.refreshOutcome(loaded.provider.id, 'ok');
+    } catch (error) {
+      this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
+      const failed = judged(error, point);
+      await this.settle(loaded.row, failed, actor, point === 'validate' && failed.verdict.counts ? { validated: true, nextValidationAt } : {});
+      throw failed;
+    }
+    if (!stored) return loadById(this.deps, loaded.row.organizationId, loaded.row.id);
+    const row = await this.apply(stored, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
+    return { ...stored, row };
   }
 
   /**

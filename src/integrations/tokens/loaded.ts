@@ -52,10 +52,10 @@ export async function withSecrets(deps: LoadDeps, found: IntegrationRow | null):
   return { row, provider, secrets };
 }
 
-/** An integration with only its access token, decrypted from the envelope a statement read with the row. */
+/** An integration with only the secret its requests carry (the access token; entered credentials for api_key and basic), decrypted from the envelope a statement read with the row. */
 export function withAccessToken(keyring: Keyring, row: IntegrationRow, provider: ConfiguredProvider, envelope: { keyId: string | null; envelope: string | null }): LoadedIntegration {
   const ref = { organizationId: row.organizationId, integrationId: row.id, provider: provider.id };
-  const name = secretName(provider.id, 'access_token');
+  const name = secretName(provider.id, provider.definition.presents);
   const secrets = envelope.keyId && envelope.envelope ? decryptRows(keyring, ref, [{ name, keyId: envelope.keyId, envelope: envelope.envelope }]) : {};
   return { row, provider, secrets };
 }

@@ -67,10 +67,17 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     rateLimited: { status: null, answer: 'go on' },
     transient: { status: null, answer: 'go on' },
   },
+  verify: {
+    revoked: { status: null, answer: [400, 'INVALID_CREDENTIALS'] },
+    misconfigured: CONFIGURE,
+    forbidden: { status: null, answer: [400, 'INVALID_CREDENTIALS'] },
+    rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'] },
+    transient: { status: null, answer: [502, 'PROVIDER_ERROR'] },
+  },
 };
 
 /** How each point names the way a change was learnt (`integration.status_changed`'s `source`). */
-const SOURCES: Record<FailurePoint, string> = { exchange: 'connect', connect: 'connect', refresh: 'refresh', validate: 'validation', call: 'proxy', event: 'provider_event' };
+const SOURCES: Record<FailurePoint, string> = { exchange: 'connect', connect: 'connect', refresh: 'refresh', validate: 'validation', call: 'proxy', event: 'provider_event', verify: 'connect' };
 
 const connectedRow = {
   provider: 'github',
@@ -135,7 +142,7 @@ describe('the failure policy', () => {
   it('gives up a recovery only on a rejection of the credentials themselves', () => {
     for (const [point, kind] of rows) {
       const dead = FAILURE_POLICY[point][kind].dead;
-      expect(dead, `${point} × ${kind}`).toBe(kind === 'revoked' || (kind === 'forbidden' && ['exchange', 'connect', 'refresh'].includes(point)));
+      expect(dead, `${point} × ${kind}`).toBe(kind === 'revoked' || (kind === 'forbidden' && ['exchange', 'connect', 'refresh', 'verify'].includes(point)));
     }
   });
 

@@ -47,11 +47,12 @@ export function refreshDue(row: Pick<IntegrationRow, 'hasRefreshToken' | 'tokenE
  * - `refresh`: the token endpoint refusing or failing a refresh;
  * - `validate`: checking a stored token (status, background passes, after a refresh);
  * - `call`: a proxied API call with a stored token;
- * - `event`: the provider telling us of a revocation (docs/contract.md §5b).
+ * - `event`: the provider telling us of a revocation (docs/contract.md §5b);
+ * - `verify`: checking credentials a person has just entered (docs/contract.md §5c; nothing is stored yet).
  */
-export type FailurePoint = 'exchange' | 'connect' | 'refresh' | 'validate' | 'call' | 'event';
+export type FailurePoint = 'exchange' | 'connect' | 'refresh' | 'validate' | 'call' | 'event' | 'verify';
 
-export const FAILURE_POINTS: readonly FailurePoint[] = ['exchange', 'connect', 'refresh', 'validate', 'call', 'event'];
+export const FAILURE_POINTS: readonly FailurePoint[] = ['exchange', 'connect', 'refresh', 'validate', 'call', 'event', 'verify'];
 
 /** What a failure does. Every field is read by the code it concerns; nobody reads `answer` back. */
 export interface Verdict {
@@ -150,6 +151,14 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('passthrough'),
     rateLimited: verdict('passthrough'),
     transient: verdict('passthrough'),
+  },
+  // Entered credentials rejected — a 401 or a 403 alike — are the person's to correct: 400, nothing stored (docs/contract.md §5c).
+  verify: {
+    revoked: verdict('INVALID_CREDENTIALS', { dead: true }),
+    misconfigured: configFault('connect'),
+    forbidden: verdict('INVALID_CREDENTIALS', { dead: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED'),
+    transient: verdict('PROVIDER_ERROR'),
   },
 };
 

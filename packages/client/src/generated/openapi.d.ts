@@ -247,6 +247,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/integrations/{provider}/credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Connect a provider with credentials a person entered (an API key, basic credentials, client credentials), verified with the provider first */
+        post: operations["integrations_createCredential"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/integrations": {
         parameters: {
             query?: never;
@@ -701,7 +718,7 @@ export interface components {
              * @description What failed, one of the codes of docs/contract.md §2; `error` says it for people
              * @enum {string}
              */
-            code: "INVALID_INPUT" | "INVALID_OAUTH_STATE" | "PROVIDER_NOT_CONFIGURED" | "INVALID_REDIRECT_URI" | "OAUTH_EXCHANGE_FAILED" | "ACCESS_DENIED" | "UNAUTHENTICATED" | "FORBIDDEN" | "CSRF_INVALID" | "NOT_FOUND" | "INTEGRATION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "CONFLICT" | "TOKEN_VALIDATION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "PROVIDER_RATE_LIMITED" | "INTERNAL" | "PROVIDER_ERROR" | "PROVIDER_MISCONFIGURED" | "SERVICE_UNAVAILABLE";
+            code: "INVALID_INPUT" | "INVALID_OAUTH_STATE" | "PROVIDER_NOT_CONFIGURED" | "INVALID_REDIRECT_URI" | "OAUTH_EXCHANGE_FAILED" | "ACCESS_DENIED" | "INVALID_CREDENTIALS" | "UNAUTHENTICATED" | "FORBIDDEN" | "CSRF_INVALID" | "NOT_FOUND" | "INTEGRATION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "CONFLICT" | "TOKEN_VALIDATION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "PROVIDER_RATE_LIMITED" | "INTERNAL" | "PROVIDER_ERROR" | "PROVIDER_MISCONFIGURED" | "SERVICE_UNAVAILABLE";
             requestId: string;
             /** @description For input errors: which field or argument failed, and why */
             details?: {
@@ -739,6 +756,13 @@ export interface components {
             id: string;
             displayName: string;
             defaultScopes: string[];
+            authMode: "oauth2" | "app_installation" | "api_key" | "basic" | "client_credentials";
+            /** @description The fields a person enters (api_key, basic, client_credentials) */
+            credentials?: {
+                name: string;
+                label: string;
+                secret: boolean;
+            }[];
         };
         Integration: {
             id: string;
@@ -2592,6 +2616,151 @@ export interface operations {
             };
         };
     };
+    integrations_createCredential: {
+        parameters: {
+            query?: {
+                /** @description Selects that end user's integration; without it, the organization's own */
+                endUser?: string;
+            };
+            header?: never;
+            path: {
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The provider's fields by name (GET /v1/providers lists them as `credentials`) */
+                    credentials: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        integration: {
+                            id: string;
+                            name: string;
+                            provider: string;
+                        };
+                    };
+                };
+            };
+            /** @description INVALID_INPUT, PROVIDER_NOT_CONFIGURED, INVALID_CREDENTIALS */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN, CSRF_INVALID */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED, PROVIDER_RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PROVIDER_ERROR, PROVIDER_MISCONFIGURED */
+            502: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     integrations_list: {
         parameters: {
             query?: {
@@ -2958,7 +3127,13 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         provider: string;
-                        token: components["schemas"]["Token"];
+                        /** @description How the integration is credentialed; absent for oauth2 */
+                        authMode?: "oauth2" | "app_installation" | "api_key" | "basic" | "client_credentials";
+                        token?: components["schemas"]["Token"];
+                        /** @description The entered fields by name (api_key, basic) */
+                        credentials?: {
+                            [key: string]: string;
+                        };
                         /** @description Provider-defined, non-secret values: instanceUrl, apiUrl, sites, workspaceId, tenantId… (docs/providers.md) */
                         metadata: {
                             [key: string]: unknown;

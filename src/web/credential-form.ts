@@ -1,0 +1,166 @@
+/**
+ * The hosted connect page's form for credentials a person enters (docs/contract.md §5a, §5c):
+ * a labelled field per credential (secret ones as password inputs, never filled back in), a
+ * plain form post that works without JavaScript, guarded like every form of ours
+ * (http/form-guard.ts). A rejection shows the form again saying why, and the session stays
+ * usable; an acceptance completes the session and goes on to its redirect URI as a finished
+ * OAuth flow does.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import { AppError, type ErrorCode } from '../http/errors.ts';
+import { formRoutes, NONCE_FIELD } from '../http/form-guard.ts';
+import { contentSecurityPolicy, escapeHtml } from '../http/html.ts';
+import type { TypedFastify } from '../http/typed.ts';
+import { systemUnitOfWork } from '../http/unit-of-work.ts';
+import { callbackRedirect, recordFailedAttempt } from '../integrations/connect/callback.ts';
+import { CONNECT_PAGE_HEADERS, connectPage, flowDonePage } from '../integrations/connect/pages.ts';
+import { OAUTH_COOKIE_PATH } from '../integrations/connect/start.ts';
+import { storeCredentials, verifyCredentials } from '../integrations/credentials/connect.ts';
+import type { ConfiguredProvider } from '../integrations/providers/registry.ts';
+import { ENTERED_MODES } from '../integrations/providers/types.ts';
+import type { ConnectSession } from '../integrations/sessions/sessions.ts';
+import { toAnswer } from '../integrations/tokens/policy.ts';
+import type { Services } from '../services.ts';
+
+/** Form field names carry this prefix, so a credential named like the nonce cannot shadow it. */
+const FIELD_PREFIX = 'credential.';
+
+/** What the hosted page hands over: opening a session by its link's secret, and its "cannot use" answers. */
+export interface SessionPages {
+  open(secret: string): Promise<{ session: ConnectSession } | { unusable: { status: number; html: string } }>;
+  unusable(reply: FastifyReply, page: { status: number; html: string }): string;
+  notAllowed: { status: number; html: string };
+}
+
+/** Where a provider's credential form posts: under the `oauth_tx` cookie's path, beside the hosted page's start. */
+export function credentialsPath(secret: string, provider: string): string {
+  return `${OAUTH_COOKIE_PATH}/connect/${secret}/credentials/${provider}`;
+}
+
+/** Whether a provider is connected with this form rather than a sign-in page. */
+export function takesEnteredCredentials(provider: ConfiguredProvider): boolean {
+  return ENTERED_MODES.includes(provider.definition.authMode);
+}
+
+/** Why the form is shown again, in words a person can act on. */
+function problemText(code: ErrorCode, provider: ConfiguredProvider): string {
+  const name = provider.displayName;
+  if (code === 'INVALID_CREDENTIALS') return `${name} did not accept these credentials. Check each field and try again.`;
+  if (code === 'INVALID_INPUT') return 'Fill in every field (without spaces or line breaks) and try again.';
+  if (code === 'PROVIDER_RATE_LIMITED') return `${name} asked us to slow down. Wait a minute and try again.`;
+  if (code === 'PROVIDER_MISCONFIGURED') return `${name} is not set up correctly for this app. Tell the app that sent you here.`;
+  return `${name} could not be reached to check these credentials. Try again in a moment.`;
+}
+
+/**
+ * The form for `provider` within a usable session: its fields, a fresh nonce for this browser,
+ * and — after a refusal — the reason, with the non-secret values entered kept.
+ */
+export async function credentialFormPage(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  view: { session: ConnectSession; secret: string; provider: ConfiguredProvider; popup: boolean; problem?: ErrorCode; values?: Record<string, string> },
+): Promise<string> {
+  const { provider } = view;
+  const action = credentialsPath(view.secret, provider.id);
+  const nonce = await services.forms.issue(request, reply, action);
+  reply.headers({ ...CONNECT_PAGE_HEADERS, 'content-security-policy': contentSecurityPolicy() }).type('text/html; charset=utf-8');
+  const fields = provider.definition.credentialFields
+    .map((field) => {
+      const id = `field-${field.name}`;
+      const kept = !field.secret && view.values?.[field.name] ? ` value="${escapeHtml(view.values[field.name] as string)}"` : '';
+      return `<p class="field"><label for="${escapeHtml(id)}">${escapeHtml(field.label)}</label>
+<input id="${escapeHtml(id)}" name="${escapeHtml(FIELD_PREFIX + field.name)}" type="${field.secret ? 'password' : 'text'}" autocomplete="off" spellcheck="false" required${kept}></p>`;
+    })
+    .join('\n');
+  const problem = view.problem ? `<p class="notice" role="alert">${escapeHtml(problemText(view.problem, provider))}</p>\n` : '';
+  return connectPage(
+    `Connect ${provider.displayName}`,
+    `<h1>Connect ${escapeHtml(provider.displayName)}</h1>
+${problem}<p>Enter the credentials ${escapeHtml(provider.displayName)} gave you. They are checked with ${escapeHtml(provider.displayName)} before anything is saved, and stored encrypted.</p>
+<form method="post" action="${escapeHtml(action)}">
+<input type="hidden" name="${NONCE_FIELD}" value="${escapeHtml(nonce)}">
+${view.popup ? '<input type="hidden" name="popup" value="1">\n' : ''}${fields}
+<button class="provider" type="submit">Connect ${escapeHtml(provider.displayName)}</button>
+</form>
+<p class="fine"><a href="/connect/${escapeHtml(view.secret)}${view.popup ? '?popup=1' : ''}">Choose another service</a></p>`,
+  );
+}
+
+const Params = Type.Object({ secret: Type.String({ maxLength: 64 }), provider: Type.String({ maxLength: 64 }) });
+const Body = Type.Object(
+  { [NONCE_FIELD]: Type.String({ maxLength: 64 }), popup: Type.Optional(Type.String({ maxLength: 5 })) },
+  { additionalProperties: Type.String({ maxLength: 4096 }), maxProperties: 24 },
+);
+
+/** The form's own routes: the post that verifies and stores, and a GET of its URL that shows the form again. */
+export function credentialFormRoutes(app: TypedFastify, services: Services, pages: SessionPages): void {
+  /** The session and provider a form URL names, if both can be used now; else the page saying why not. */
+  const target = async (secret: string, providerId: string): Promise<{ page: { status: number; html: string } } | { session: ConnectSession; provider: ConfiguredProvider }> => {
+    const opened = await pages.open(secret);
+    if ('unusable' in opened) return { page: opened.unusable };
+    const provider = services.providers.get(providerId);
+    if (!provider || !opened.session.allowedProviders.includes(provider.id) || !takesEnteredCredentials(provider)) return { page: pages.notAllowed };
+    return { session: opened.session, provider };
+  };
+  const again = async (request: FastifyRequest, reply: FastifyReply, popup: boolean) => {
+    const params = request.params as { secret: string; provider: string };
+    const found = await target(params.secret, params.provider);
+    if ('page' in found) return pages.unusable(reply, found.page);
+    reply.code(403);
+    return credentialFormPage(services, request, reply, { session: found.session, secret: params.secret, provider: found.provider, popup });
+  };
+  formRoutes(app, services.forms, (forms) => {
+    forms.get(
+      credentialsPath(':secret', ':provider'),
+      { config: { auth: 'public', noStore: true, errors: [] }, schema: { params: Params, hide: true } },
+      async (request, reply) => {
+        const found = await target(request.params.secret, request.params.provider);
+        if ('page' in found) return pages.unusable(reply, found.page);
+        return credentialFormPage(services, request, reply, { session: found.session, secret: request.params.secret, provider: found.provider, popup: false });
+      },
+    );
+    forms.post(
+      credentialsPath(':secret', ':provider'),
+      {
+        config: { auth: 'public', noStore: true, errors: [], formRefused: (request, reply) => again(request, reply, (request.body as { popup?: unknown } | undefined)?.popup === '1') },
+        schema: { summary: "Connects a provider with entered credentials (the hosted page's form)", tags: ['connect'], params: Params, body: Body, hide: true },
+      },
+      async (request, reply) => {
+        const { secret } = request.params;
+        const found = await target(secret, request.params.provider);
+        if ('page' in found) return pages.unusable(reply, found.page);
+        const { session, provider } = found;
+        const popup = request.body.popup === '1';
+        const values: Record<string, string> = {};
+        for (const [name, value] of Object.entries(request.body)) if (name.startsWith(FIELD_PREFIX) && typeof value === 'string') values[name.slice(FIELD_PREFIX.length)] = value;
+        const actor = { principal: null, requestId: request.id };
+        const state = { organizationId: session.organizationId, provider: provider.id, redirectUri: session.redirectUri, connectSessionId: session.id };
+        let integrationId: string;
+        try {
+          const verified = await verifyCredentials(services, { organizationId: session.organizationId, provider, credentials: values, session, actor, log: request.log });
+          // A transaction of its own: a session that ended meanwhile rolls the store back and shows its page.
+          integrationId = (await systemUnitOfWork(services.db, services.outbox, actor, (work) => storeCredentials(services, work, verified))).integration.id;
+        } catch (error) {
+          const answer = toAnswer(error);
+          if (!(answer instanceof AppError)) throw error;
+          if (answer.code === 'CONFLICT') {
+            const now = await target(secret, provider.id);
+            return pages.unusable(reply, 'page' in now ? now.page : pages.notAllowed);
+          }
+          await recordFailedAttempt(services, state, answer.code, request.id);
+          reply.code(answer.status);
+          return credentialFormPage(services, request, reply, { session, secret, provider, popup, problem: answer.code, values });
+        }
+        if (popup) {
+          reply.headers(CONNECT_PAGE_HEADERS).type('text/html; charset=utf-8');
+          return flowDonePage(services.providers, state, { integrationId });
+        }
+        reply.code(303).header('location', callbackRedirect(state, { integrationId }));
+        return null;
+      },
+    );
+  });
+}
