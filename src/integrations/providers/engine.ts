@@ -24,6 +24,7 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
   const definition: ProviderDefinition = {
     id: spec.id,
     displayName: spec.displayName,
+    authMode: spec.authMode ?? 'oauth2',
     endpoints: spec.endpoints,
     defaultScopes: spec.defaultScopes,
     scopeSeparator: spec.scopeSeparator ?? ' ',

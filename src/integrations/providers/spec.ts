@@ -6,7 +6,7 @@
  * what data cannot say (choosing Atlassian sites, Slack's read methods), as the optional
  * functions below.
  */
-import type { ProviderContext } from './types.ts';
+import type { AuthMode, ProviderContext } from './types.ts';
 
 /**
  * A condition on an API answer. Every given part must hold: `status` (one of), `body`
@@ -106,6 +106,8 @@ export interface ProviderSpec {
   /** Lower-case id, `^[a-z][a-z0-9]{1,31}$`; names the secrets (`<id>_access_token`…). */
   id: string;
   displayName: string;
+  /** How integrations get credentials (docs/contract.md §5c). Default `oauth2`. */
+  authMode?: AuthMode;
   /** Endpoints; `{tenant}`-style placeholders are filled from settings, `{instanceUrl}`-style ones from the integration's metadata. */
   endpoints: { authUrl: string; tokenUrl: string; apiUrl: string; userInfoUrl?: string; revokeUrl?: string };
   /** Scopes requested when neither the request nor the configuration names any. */

@@ -98,6 +98,29 @@ export interface ProviderResponse {
   body: string;
 }
 
+/**
+ * How an integration of a provider gets its credentials (docs/contract.md §5c): `oauth2` (§5, the
+ * default), `app_installation` (an app installed on an account, its tokens minted with the app's
+ * own key: GitHub Apps), `api_key`, `basic` or `client_credentials`.
+ */
+export type AuthMode = 'oauth2' | 'app_installation' | 'api_key' | 'basic' | 'client_credentials';
+
+/** A token minted from stored credentials (an app installation's, a client's): never refreshed, minted again. */
+export interface MintedToken {
+  accessToken: string;
+  expiresAt: Date;
+  /** What the provider says the token may do (GitHub: `contents:read`…); absent when it does not say. */
+  scopes?: string[];
+  tokenType?: string;
+}
+
+/** What an accepted installation brings to the connect flow: a first minted token, the account it is installed on, and metadata. */
+export interface AcceptedInstallation {
+  tokens: TokenSet;
+  account: ProviderAccount;
+  metadata: Metadata;
+}
+
 /** What a definition's functions may use: endpoints and credentials for one integration, and a fetch with a timeout. */
 export interface ProviderContext {
   /** Resolved for this integration (tenant from settings, per-tenant URLs from its metadata). */
@@ -108,12 +131,19 @@ export interface ProviderContext {
   resolve(template: string): string;
   /** A call through the one provider transport (transport.ts): the configured timeout, no redirects, a 1 MiB cap; throws ProviderError('transient') on network failure. */
   request(url: string, init: { method: string; headers: Record<string, string>; body?: string }): Promise<ProviderResponse>;
+  /**
+   * Signs `claims` as an RS256 JWT with the app's private key (`…_PRIVATE_KEY`), which never
+   * leaves the registry. Present only where the deployment configured a private key.
+   */
+  signAppJwt?(claims: Record<string, unknown>): string;
 }
 
 /** A provider as the engine built it from its data; see spec.ts for what each part means. */
 export interface ProviderDefinition {
   id: string;
   displayName: string;
+  /** How integrations of this provider get credentials (docs/contract.md §5c). */
+  authMode: AuthMode;
   /** Templates: `{tenant}` filled from settings, `{instanceUrl}` and the like from an integration's metadata. */
   endpoints: ProviderEndpoints;
   defaultScopes: string[];
@@ -156,6 +186,22 @@ export interface ProviderDefinition {
   isWrite(method: string, segments: readonly string[], body: unknown): boolean;
   /** Revokes the grant at the provider (best effort on delete); throws ProviderError on failure. Absent: no revoke endpoint. */
   revoke?(context: ProviderContext, tokens: { accessToken: string; refreshToken?: string }): Promise<void>;
+  /**
+   * `app_installation`: the connect callback's proof that the person may connect the installation
+   * the browser named. `userToken` is the user token the callback's code was exchanged for (never
+   * stored); `installationId` is what the redirect said. Resolves with a first minted token, the
+   * installation's account and metadata; throws ProviderError — `revoked` when the user cannot
+   * see that installation (a forged or foreign id: nothing may be stored), `misconfigured` when
+   * the provider refuses the app's own credentials, else as `validate`.
+   */
+  acceptInstallation?(context: ProviderContext, userToken: string, installationId: string): Promise<AcceptedInstallation>;
+  /**
+   * `app_installation` (and `client_credentials`): mints a new access token from what the
+   * integration keeps (`stored.metadata`: the installation id). Throws ProviderError: `revoked`
+   * when the provider says the installation is gone or suspended (the integration is `invalid`),
+   * `misconfigured` when it refuses the app's own credentials, `rateLimited`, `transient`.
+   */
+  mint?(context: ProviderContext, stored: { metadata: Metadata }): Promise<MintedToken>;
 }
 
 const IDENTIFIER = /^[A-Za-z0-9_.:-]{1,64}$/;

@@ -2287,6 +2287,8 @@ export interface operations {
                 state: string;
                 error?: string;
                 error_description?: string;
+                installation_id?: string;
+                setup_action?: string;
             };
             header?: never;
             path?: never;
@@ -2370,6 +2372,8 @@ export interface operations {
                     provider: string;
                     code: string;
                     state: string;
+                    /** @description An app installation's flow (`githubapp`): the `installation_id` GitHub returned with the code */
+                    installationId?: string;
                 };
             };
         };
