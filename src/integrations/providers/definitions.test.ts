@@ -15,7 +15,7 @@ const answer = (status: number, body: unknown, headers: Record<string, string> =
 const kindOf = (id: string, status: number, body: unknown, headers: Record<string, string> = {}) => definition(id).classify(answer(status, body, headers))?.kind ?? null;
 
 describe('the catalog', () => {
-  it('has the twelve providers of the contract, with their display names', () => {
+  it('has the twelve providers of the contract, then the GitHub App of §5c, with their display names', () => {
     expect(DEFINITIONS.map((d) => [d.id, d.displayName])).toEqual([
       ['github', 'GitHub'],
       ['slack', 'Slack'],
@@ -29,6 +29,7 @@ describe('the catalog', () => {
       ['notion', 'Notion'],
       ['zoom', 'Zoom'],
       ['salesforce', 'Salesforce'],
+      ['githubapp', 'GitHub App'],
     ]);
   });
 });

@@ -22,7 +22,7 @@ import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFe
 import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
-export const DEFINITIONS: readonly ProviderDefinition[] = [github, githubapp, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce];
+export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce, githubapp];
 
 /** The largest answer a definition reads (token, account, hooks); the proxy has its own cap. */
 const MAX_BODY = 1024 * 1024;
