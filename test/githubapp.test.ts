@@ -264,5 +264,31 @@ describe('the private key', () => {
       expect(t.logs.text).not.toContain(line.slice(0, 20));
       expect(providers.body).not.toContain(line.slice(0, 20));
     }
+    // Nor the user tokens of the proofs, nor the installation tokens minted.
+    expect(t.logs.text).not.toMatch(/gh[sur]_[A-Za-z0-9]{20}/);
+  });
+
+  it('a key GitHub does not know fails the connect as this deployment’s fault, naming the key setting, and stores nothing', async () => {
+    const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+    const wrong = await createTestApp({ env: { ...fake.env(), INTEGRATION_OAUTH_GITHUBAPP_PRIVATE_KEY: stranger }, background: false });
+    try {
+      const person = await registerAndLogin(wrong.fastify, 'wrongkey');
+      const started = await startFlow(wrong.fastify, person.token, 'githubapp');
+      const code = new URL(fake.install(started.authUrl, fake.addUser('wrongkeyuser').login).location).searchParams;
+      const res = await wrong.fastify.inject({
+        method: 'POST',
+        url: '/v1/integrations/oauth/callback',
+        headers: { cookie: `oauth_tx=${started.txCookie}` },
+        payload: { provider: 'githubapp', code: code.get('code'), state: started.state, installationId: code.get('installation_id') },
+      });
+      expect(res.statusCode, res.body).toBe(502);
+      expect(res.json().code).toBe('PROVIDER_MISCONFIGURED');
+      const [row] = await queryRows<{ n: number }>(wrong.database.db, sql`SELECT count(*)::int AS n FROM integrations`);
+      expect(row?.n).toBe(0);
+      expect(wrong.logs.text).toContain('INTEGRATION_OAUTH_GITHUBAPP_PRIVATE_KEY');
+      for (const line of stranger.split('\n').filter((l) => l.length > 20 && !l.startsWith('-----'))) expect(wrong.logs.text).not.toContain(line.slice(0, 20));
+    } finally {
+      await wrong.close();
+    }
   });
 });
