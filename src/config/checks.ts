@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { GeneratedSecrets } from './generated-secrets.ts';
 import type { ProviderSettings, RawConfig } from './schema.ts';
@@ -144,6 +145,7 @@ const PROVIDER_URLS = [
   ['apiUrl', 'API_URL'],
   ['userinfoUrl', 'USERINFO_URL'],
   ['revokeUrl', 'REVOKE_URL'],
+  ['installUrl', 'INSTALL_URL'],
 ] as const;
 
 /** Provider ids match `^[a-z][a-z0-9]{1,31}$`; their endpoints follow the https rule (normalized copies). */
@@ -164,6 +166,7 @@ function providers(configured: Record<string, ProviderSettings>, at: At): Record
       if (normalized === undefined) valid = false;
       else copy[key] = normalized;
     }
+    if (settings.privateKey !== undefined && appPrivateKey(settings.privateKey, at(`${envBase}_PRIVATE_KEY (integrationOauthProvider.${id}.privateKey)`)) === undefined) valid = false;
     checked[id] = copy;
     halfConfigured(id, settings, at);
   }
@@ -186,6 +189,32 @@ function halfConfigured(id: string, settings: ProviderSettings, at: At): void {
   if (hasId) at(`${envBase}_CLIENT_ID (integrationOauthProvider.${id}.clientId)`).warning(`set, but ${envBase}_CLIENT_SECRET is not, ${outcome}`);
   else if (hasSecret) at(`${envBase}_CLIENT_SECRET (integrationOauthProvider.${id}.clientSecret)`).warning(`set, but ${envBase}_CLIENT_ID is not, ${outcome}`);
   else if (Object.keys(settings).length > 0) at(`${envBase}_* (integrationOauthProvider.${id})`).warning(`settings given, but neither ${envBase}_CLIENT_ID nor ${envBase}_CLIENT_SECRET, ${outcome}`);
+}
+
+/**
+ * An app's private key (a GitHub App's PEM, PKCS#1 or PKCS#8; `\n` escapes allowed, as an
+ * environment variable often carries it) as a key object: RSA of at least 2048 bits, since the
+ * app JWT is RS256. Throws an error that quotes nothing of the value (never the parser's words).
+ */
+export function readAppPrivateKey(value: string): KeyObject {
+  let key: KeyObject | undefined;
+  try {
+    key = createPrivateKey({ key: value.includes('\n') ? value : value.replaceAll('\\n', '\n'), format: 'pem' });
+  } catch {
+    key = undefined;
+  }
+  if (!key) throw new Error('not a PEM private key; paste the whole .pem file the provider generated (BEGIN and END lines included; newlines or \\n escapes)');
+  if (key.asymmetricKeyType !== 'rsa' || (key.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) throw new Error('must be an RSA private key of at least 2048 bits (the app JWT is RS256)');
+  return key;
+}
+
+/** The private-key rule at start: the problem is only ever `readAppPrivateKey`'s own words. */
+function appPrivateKey(value: string, at: CheckContext): KeyObject | undefined {
+  try {
+    return readAppPrivateKey(value);
+  } catch (error) {
+    return at.problem((error as Error).message);
+  }
 }
 
 const KEY_ENTRY = /^([A-Za-z0-9_-]{1,32}):([A-Za-z0-9+/=_-]+)$/;

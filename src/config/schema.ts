@@ -41,6 +41,14 @@ const ProviderSettings = Type.Object(
     eventsSecret: Type.Optional(setting(Type.String({ minLength: 16, maxLength: 512 }), { secret: true })),
     /** A value for the definition's `{tenant}` placeholder (Microsoft: common, organizations, consumers or a tenant id). */
     tenant: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._-]+$' })),
+    /** A GitHub App's numeric app id (`githubapp`; the app JWT names the client id, which GitHub also accepts). */
+    appId: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: '^[0-9]+$' })),
+    /** A GitHub App's private key (PEM, as GitHub generated it): signs the app JWT; parsed once at start, never printed. */
+    privateKey: Type.Optional(setting(Type.String({ minLength: 1 }), { secret: true })),
+    /** A GitHub App's URL name (`https://github.com/apps/<slug>`): fills the install URL. */
+    slug: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9_-]+$' })),
+    /** Where a GitHub App is installed (default `https://github.com/apps/<slug>/installations/new`). */
+    installUrl: Type.Optional(Type.String({ minLength: 1 })),
     /** A custom provider's definition (docs/contract.md §5 "Custom providers"), checked by src/integrations/providers/custom.ts. */
     definition: Type.Optional(Type.Unknown()),
     /** Offers a built-in provider whose credentials people enter (docs/contract.md §5c: api_key, basic, client_credentials); it needs no client id or secret. */

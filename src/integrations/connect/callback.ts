@@ -24,6 +24,10 @@ export interface CallbackInput {
   error?: string;
   /** POST callback: the provider the client says it is completing. */
   provider?: string;
+  /** An app installation's flow (docs/contract.md §5c): the installation the browser came back with — a claim, proven at the provider. */
+  installationId?: string;
+  /** GitHub's `setup_action`: `install`, `update`, or `request` (an organization owner has yet to approve). */
+  setupAction?: string;
   /** The `oauth_tx` cookie the browser sent, binding the flow to it. */
   txCookie?: string;
   /** The caller's credentials, checked only for a flow a user started (theirs may complete it without the cookie); null without valid ones. */
@@ -71,14 +75,15 @@ export async function completeConnect(services: Services, input: CallbackInput, 
   if (input.error !== undefined) {
     throw fail(input.error === 'access_denied' ? new AppError('ACCESS_DENIED') : new AppError('OAUTH_EXCHANGE_FAILED', { message: 'The provider reported an error' }));
   }
-  if (!input.code) throw fail(new AppError('INVALID_INPUT', { details: [{ path: 'code', message: 'is required' }] }));
   const provider = services.providers.get(state.provider);
   if (!provider) throw fail(new AppError('PROVIDER_NOT_CONFIGURED'));
+  const installationId = provider.definition.authMode === 'app_installation' ? installationOf(input, fail) : undefined;
+  if (!input.code) throw fail(new AppError('INVALID_INPUT', { details: [{ path: 'code', message: 'is required' }] }));
 
   const actor: AuditActor = { principal, requestId: input.requestId, ...(state.userId ? { userId: state.userId } : {}) };
   let connected: { tokens: TokenSet; account: ProviderAccount; metadata: Metadata };
   try {
-    connected = await exchange(services, input.log, provider, state, input.code);
+    connected = await exchange(services, input.log, provider, state, input.code, installationId);
   } catch (error) {
     if (!(error instanceof JudgedFailure)) throw error;
     // The verdict may concern the integration being reconnected (our client credentials refused: `warning`).
@@ -111,6 +116,20 @@ export async function recordFailedAttempt(services: Services, state: Pick<StateR
       data: { provider: state.provider, endUser, sessionId: state.connectSessionId ?? null, code },
     });
   });
+}
+
+/**
+ * The installation an app's callback names: required, unless GitHub says an organization owner
+ * has still to approve the request (`setup_action=request`: nothing is installed yet).
+ */
+function installationOf(input: CallbackInput, fail: (error: AppError) => CallbackFailure): string {
+  if (input.setupAction === 'request' && input.installationId === undefined) {
+    throw fail(new AppError('OAUTH_EXCHANGE_FAILED', { message: 'The installation awaits approval by an owner of the account; connect again once it is installed' }));
+  }
+  if (input.installationId === undefined) throw fail(new AppError('INVALID_INPUT', { details: [{ path: 'installation_id', message: 'is required' }] }));
+  // Without a code there is no proof: the app must request user authorization during installation (docs/providers.md).
+  if (!input.code) throw fail(new AppError('INVALID_INPUT', { details: [{ path: 'code', message: 'is required: the app must request user authorization (OAuth) during installation' }] }));
+  return input.installationId;
 }
 
 const SESSION_ENDED = () => new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
@@ -173,6 +192,7 @@ async function exchange(
   provider: ConfiguredProvider,
   state: StateRow,
   code: string,
+  installationId?: string,
 ): Promise<{ tokens: TokenSet; account: ProviderAccount; metadata: Metadata }> {
   const params: Record<string, string> = { grant_type: 'authorization_code', code, redirect_uri: provider.redirectUri };
   if (state.codeVerifier && state.codeVerifierKeyId) {
@@ -186,6 +206,16 @@ async function exchange(
     tokens = await tokenRequest(provider, params);
   } catch (error) {
     throw failed(log, provider, error, 'exchange', 'code exchange failed');
+  }
+  const accept = provider.definition.acceptInstallation;
+  if (installationId !== undefined && accept) {
+    // The user token only proves who may connect the installation; it is not kept. An
+    // installation the user cannot see is a refused exchange (docs/contract.md §5c).
+    try {
+      return await accept(provider.context, tokens.accessToken, installationId);
+    } catch (error) {
+      throw failed(log, provider, error, 'exchange', 'installation not accepted');
+    }
   }
   try {
     const context = provider.contextFor(tokens.metadata ?? {});

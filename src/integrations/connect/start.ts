@@ -110,6 +110,11 @@ export async function beginFlow(services: Services, db: Db, flow: FlowInput, exi
             now() + ${`${services.config.oauth.stateExpiry} seconds`}::interval)`);
 
   const url = new URL(provider.context.endpoints.authUrl);
+  // An app's install page takes only the state: it returns it with the installation (docs/contract.md §5c).
+  if (provider.definition.authMode === 'app_installation') {
+    url.searchParams.set('state', state);
+    return { authUrl: url.href, state, txValue };
+  }
   url.searchParams.set('response_type', 'code');
   url.searchParams.set('client_id', provider.clientId);
   url.searchParams.set('redirect_uri', provider.redirectUri);

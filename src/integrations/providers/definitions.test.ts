@@ -15,7 +15,7 @@ const answer = (status: number, body: unknown, headers: Record<string, string> =
 const kindOf = (id: string, status: number, body: unknown, headers: Record<string, string> = {}) => definition(id).classify(answer(status, body, headers))?.kind ?? null;
 
 describe('the catalog', () => {
-  it('has the twelve OAuth providers of the contract and those whose credentials people enter (§5c), with their display names', () => {
+  it('has the twelve OAuth providers of the contract, those whose credentials people enter, and the GitHub App (§5c), with their display names', () => {
     expect(DEFINITIONS.map((d) => [d.id, d.displayName])).toEqual([
       ['github', 'GitHub'],
       ['slack', 'Slack'],
@@ -32,6 +32,7 @@ describe('the catalog', () => {
       ['stripe', 'Stripe'],
       ['twilio', 'Twilio'],
       ['zooms2s', 'Zoom Server-to-Server'],
+      ['githubapp', 'GitHub App'],
     ]);
   });
 });

@@ -1,9 +1,11 @@
-import { allowedScheme } from '../../config/checks.ts';
+import { createSign, type KeyObject } from 'node:crypto';
+import { allowedScheme, readAppPrivateKey } from '../../config/checks.ts';
 import { type Config, ConfigError } from '../../config/load.ts';
 import { atlassian } from './atlassian.ts';
 import { bitbucket } from './bitbucket.ts';
 import { discord } from './discord.ts';
 import { github } from './github.ts';
+import { githubapp } from './githubapp.ts';
 import { gitlab } from './gitlab.ts';
 import { google } from './google.ts';
 import { linear } from './linear.ts';
@@ -22,7 +24,7 @@ import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFe
 import { ENTERED_MODES, type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
-export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce, stripe, twilio, zooms2s];
+export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce, stripe, twilio, zooms2s, githubapp];
 
 /** The largest answer a definition reads (token, account, hooks); the proxy has its own cap. */
 const MAX_BODY = 1024 * 1024;
@@ -79,6 +81,10 @@ export function buildProviderRegistry(
     if (Array.isArray(custom)) problems.push(...custom);
     else byId.set(id, custom);
   }
+  for (const definition of byId.values()) {
+    const settings = config.providers[definition.id];
+    if (definition.authMode === 'app_installation' && settings?.clientId && settings.clientSecret) problems.push(...appSettingsMissing(definition.id, settings));
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const configured = new Map<string, ConfiguredProvider>();
@@ -100,6 +106,24 @@ export function buildProviderRegistry(
   };
 }
 
+/** An app installation's provider needs its private key and where it is installed (its slug, or an install URL) besides its client. */
+function appSettingsMissing(id: string, settings: ProviderSettings): string[] {
+  const env = `INTEGRATION_OAUTH_${id.toUpperCase()}`;
+  const missing: string[] = [];
+  if (!settings.privateKey) missing.push(`${env}_PRIVATE_KEY (integrationOauthProvider.${id}.privateKey): required for a GitHub App; paste the .pem file generated on the app's settings page`);
+  if (!settings.slug && !settings.installUrl) missing.push(`${env}_SLUG (integrationOauthProvider.${id}.slug): required for a GitHub App (the name in https://github.com/apps/<slug>), or set ${env}_INSTALL_URL`);
+  return missing;
+}
+
+/** An RS256 JWT signer over `key`, which stays in this closure: nothing outside it can read or print the key. */
+function appJwtSigner(key: KeyObject): (claims: Record<string, unknown>) => string {
+  const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT' })).toString('base64url');
+  return (claims) => {
+    const input = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+    return `${input}.${createSign('RSA-SHA256').update(input).sign(key, 'base64url')}`;
+  };
+}
+
 function configure(
   config: Config,
   definition: ProviderDefinition,
@@ -108,7 +132,7 @@ function configure(
 ): ConfiguredProvider {
   const overrides = settings;
   const templates = {
-    authUrl: overrides.authUrl ?? definition.endpoints.authUrl,
+    authUrl: overrides.installUrl ?? overrides.authUrl ?? definition.endpoints.authUrl,
     tokenUrl: overrides.tokenUrl ?? definition.endpoints.tokenUrl,
     apiUrl: (overrides.apiUrl ?? definition.endpoints.apiUrl).replace(/\/+$/, ''),
     ...(overrides.userinfoUrl ?? definition.endpoints.userInfoUrl ? { userInfoUrl: overrides.userinfoUrl ?? definition.endpoints.userInfoUrl } : {}),
@@ -120,7 +144,13 @@ function configure(
     const answer = await send({ url, ...init });
     return { status: answer.status, headers: answer.headers, body: answer.body.toString('utf8') };
   };
-  const settingValues = { ...(overrides.tenant ? { tenant: overrides.tenant } : {}), ...(settings.clientId ? { clientId: encodeURIComponent(settings.clientId) } : {}) };
+  const settingValues = {
+    ...(overrides.tenant ? { tenant: overrides.tenant } : {}),
+    ...(overrides.slug ? { slug: overrides.slug } : {}),
+    ...(settings.clientId ? { clientId: encodeURIComponent(settings.clientId) } : {}),
+  };
+  // Read once, at start (config/checks.ts has already refused a bad one, naming only the setting).
+  const signAppJwt = settings.privateKey ? appJwtSigner(readAppPrivateKey(settings.privateKey)) : undefined;
   // URLs a provider's answer may choose are checked; entered fields (an account id in a path) are checked where they are entered.
   const fromMetadata = new Set(Object.values(templates).flatMap((template) => placeholders(template)).filter((name) => !definition.metadataFields.includes(name)));
   const contextFor = (metadata: Metadata): ProviderContext => {
@@ -130,7 +160,14 @@ function configure(
     const values: Record<string, unknown> = { ...definition.defaults, ...metadata, ...settingValues };
     const endpoints = resolveEndpoints(templates, values);
     const all = { ...values, ...endpoints };
-    return { endpoints, clientId: settings.clientId, clientSecret: settings.clientSecret, resolve: (template) => fillTemplate(template, all), request };
+    return {
+      endpoints,
+      clientId: settings.clientId,
+      clientSecret: settings.clientSecret,
+      resolve: (template) => fillTemplate(template, all),
+      request,
+      ...(signAppJwt ? { signAppJwt } : {}),
+    };
   };
   const clientEndpoint = (settings.clientEndpoint ?? config.server.publicUrl).replace(/\/+$/, '');
   return {

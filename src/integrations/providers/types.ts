@@ -102,6 +102,13 @@ export interface ProviderResponse {
   body: string;
 }
 
+/** What an accepted installation brings to the connect flow: a first minted token, the account it is installed on, and metadata. */
+export interface AcceptedInstallation {
+  tokens: TokenSet;
+  account: ProviderAccount;
+  metadata: Metadata;
+}
+
 /** What a definition's functions may use: endpoints and credentials for one integration, and a fetch with a timeout. */
 export interface ProviderContext {
   /** Resolved for this integration (tenant from settings, per-tenant URLs from its metadata). */
@@ -112,6 +119,11 @@ export interface ProviderContext {
   resolve(template: string): string;
   /** A call through the one provider transport (transport.ts): the configured timeout, no redirects, a 1 MiB cap; throws ProviderError('transient') on network failure. */
   request(url: string, init: { method: string; headers: Record<string, string>; body?: string }): Promise<ProviderResponse>;
+  /**
+   * Signs `claims` as an RS256 JWT with the app's private key (`…_PRIVATE_KEY`), which never
+   * leaves the registry. Present only where the deployment configured a private key.
+   */
+  signAppJwt?(claims: Record<string, unknown>): string;
 }
 
 /**
@@ -221,6 +233,15 @@ export interface ProviderDefinition {
   events?: EventsSpec;
   /** Revokes the grant at the provider (best effort on delete); throws ProviderError on failure. Absent: no revoke endpoint. */
   revoke?(context: ProviderContext, tokens: { accessToken: string; refreshToken?: string }): Promise<void>;
+  /**
+   * `app_installation`: the connect callback's proof that the person may connect the installation
+   * the browser named. `userToken` is the user token the callback's code was exchanged for (never
+   * stored); `installationId` is what the redirect said. Resolves with a first minted token, the
+   * installation's account and metadata; throws ProviderError — `revoked` when the user cannot
+   * see that installation (a forged or foreign id: nothing may be stored), `misconfigured` when
+   * the provider refuses the app's own credentials, else as `validate`.
+   */
+  acceptInstallation?(context: ProviderContext, userToken: string, installationId: string): Promise<AcceptedInstallation>;
 }
 
 const IDENTIFIER = /^[A-Za-z0-9_.:-]{1,64}$/;

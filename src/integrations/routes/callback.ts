@@ -43,7 +43,14 @@ export function callbackPostRoute(app: TypedFastify, services: Services): void {
         summary: 'Complete a connect flow with the code the provider returned',
         tags: ['integrations'],
         body: Type.Object(
-          { provider: ProviderId, code: Type.String({ minLength: 1, maxLength: 2048 }), state: Type.String({ minLength: 1, maxLength: 1024 }) },
+          {
+            provider: ProviderId,
+            code: Type.String({ minLength: 1, maxLength: 2048 }),
+            state: Type.String({ minLength: 1, maxLength: 1024 }),
+            installationId: Type.Optional(
+              Type.String({ minLength: 1, maxLength: 64, description: "An app installation's flow (`githubapp`): the `installation_id` GitHub returned with the code" }),
+            ),
+          },
           { additionalProperties: false },
         ),
         response: { 200: CallbackResponse },
@@ -77,6 +84,9 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
           state: Type.String({ minLength: 1, maxLength: 1024 }),
           error: Type.Optional(Type.String({ maxLength: 200 })),
           error_description: Type.Optional(Type.String({ maxLength: 2048 })),
+          // A GitHub App's install (docs/contract.md §5c): which installation, and what happened to it.
+          installation_id: Type.Optional(Type.String({ maxLength: 64 })),
+          setup_action: Type.Optional(Type.String({ maxLength: 32 })),
         }),
         response: {
           200: { description: 'A flow started in a popup (connect.js): a page that hands the outcome to the opener and closes', content: { 'text/html': { schema: { type: 'string' } } } },
@@ -88,7 +98,13 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
       const query = request.query;
       let state: StateRow;
       let outcome: FlowOutcome;
-      const input = { state: query.state, ...(query.code ? { code: query.code } : {}), ...(query.error ? { error: query.error } : {}) };
+      const input = {
+        state: query.state,
+        ...(query.code ? { code: query.code } : {}),
+        ...(query.error ? { error: query.error } : {}),
+        ...(query.installation_id ? { installationId: query.installation_id } : {}),
+        ...(query.setup_action ? { setupAction: query.setup_action } : {}),
+      };
       try {
         const result = await completeConnect(services, callbackInput(request, services, input), unitOfWorkAs(request, services));
         state = result.state;
@@ -112,7 +128,11 @@ export function callbackGetRoute(app: TypedFastify, services: Services): void {
 }
 
 /** What a callback request carries, as the connect flow takes it: the provider's answer, the browser's cookie, the caller's credentials (checked only if needed). */
-function callbackInput(request: FastifyRequest, services: Services, sent: Pick<CallbackInput, 'state' | 'code' | 'error' | 'provider'>): CallbackInput {
+function callbackInput(
+  request: FastifyRequest,
+  services: Services,
+  sent: Pick<CallbackInput, 'state' | 'code' | 'error' | 'provider' | 'installationId' | 'setupAction'>,
+): CallbackInput {
   const txCookie = request.cookies[OAUTH_TX_COOKIE];
   return {
     ...sent,

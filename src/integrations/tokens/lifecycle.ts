@@ -274,7 +274,7 @@ export class TokenLifecycle {
    */
   async settle(target: SettleTarget, failed: JudgedFailure, actor: AuditActor, extra: Partial<Transition> = {}): Promise<IntegrationRow | null> {
     if (failed.verdict.configFault) {
-      this.deps.logger.warn({ provider: target.provider, integrationId: target.id, point: failed.point, providerCode: failed.failure.providerCode }, configFaultMessage(target.provider));
+      this.deps.logger.warn({ provider: target.provider, integrationId: target.id, point: failed.point, providerCode: failed.failure.providerCode }, configFaultMessage(target.provider, failed.failure.providerCode));
     }
     const { transition } = failed.verdict;
     if (!transition || target.id === null) return null;

@@ -209,8 +209,14 @@ export function toAnswer(error: unknown): unknown {
   return new AppError(code, options);
 }
 
-/** The log line of a configuration fault: the settings to check, never their values. */
-export function configFaultMessage(provider: string): string {
+/**
+ * The log line of a configuration fault: the settings to check, never their values. An app JWT
+ * refused (`providerCode` `app_jwt_rejected`, a GitHub App) names the private key and the client id.
+ */
+export function configFaultMessage(provider: string, providerCode?: string): string {
   const env = `INTEGRATION_OAUTH_${provider.toUpperCase()}`;
+  if (providerCode === 'app_jwt_rejected') {
+    return `the provider rejected this deployment's app JWT: check ${env}_PRIVATE_KEY and ${env}_CLIENT_ID (integrationOauthProvider.${provider}.privateKey, .clientId)`;
+  }
   return `the provider rejected this deployment's client credentials: check ${env}_CLIENT_ID and ${env}_CLIENT_SECRET (integrationOauthProvider.${provider}.clientId, .clientSecret)`;
 }

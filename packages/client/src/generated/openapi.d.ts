@@ -2416,6 +2416,8 @@ export interface operations {
                 state: string;
                 error?: string;
                 error_description?: string;
+                installation_id?: string;
+                setup_action?: string;
             };
             header?: never;
             path?: never;
@@ -2499,6 +2501,8 @@ export interface operations {
                     provider: string;
                     code: string;
                     state: string;
+                    /** @description An app installation's flow (`githubapp`): the `installation_id` GitHub returned with the code */
+                    installationId?: string;
                 };
             };
         };
