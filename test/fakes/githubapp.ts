@@ -82,6 +82,10 @@ export async function startFakeGitHubApp(options: FakeGitHubAppOptions) {
   const uninstalled: number[] = [];
   const requests: { method: string; path: string; query: Record<string, string>; authorization?: string }[] = [];
   const stats = { codeExchanges: 0, mints: 0, installationLists: 0 };
+  /** Every installation token issued, in order (what a test compares the token reads with). */
+  const minted: { installationId: number; token: string }[] = [];
+  /** Test controls: the life of the next installation tokens (GitHub's is one hour) and a delay before each mint answers. */
+  const control = { tokenTtlSeconds: options.installationTokenTtl ?? 3600, mintDelayMs: 0 };
   let sequence = 0;
   let baseUrl = '';
 
@@ -168,9 +172,13 @@ export async function startFakeGitHubApp(options: FakeGitHubAppOptions) {
         stats.mints++;
         if (item.suspendedAt) return json(res, 403, { message: 'This installation has been suspended', documentation_url: `${DOCS}/apps/apps#create-an-installation-access-token-for-an-app` });
         const token = `ghs_${randomString(36)}`;
-        const expiresAt = now() + (options.installationTokenTtl ?? 3600) * 1000;
+        const expiresAt = now() + control.tokenTtlSeconds * 1000;
         installationTokens.set(token, { installationId: item.id, expiresAt });
-        return json(res, 201, { token, expires_at: new Date(expiresAt).toISOString().replace(/\.\d{3}Z$/, 'Z'), permissions: PERMISSIONS, repository_selection: item.repositorySelection });
+        minted.push({ installationId: item.id, token });
+        const answer = () => json(res, 201, { token, expires_at: new Date(expiresAt).toISOString().replace(/\.\d{3}Z$/, 'Z'), permissions: PERMISSIONS, repository_selection: item.repositorySelection });
+        if (control.mintDelayMs > 0) setTimeout(answer, control.mintDelayMs);
+        else answer();
+        return;
       }
       if (app[2] === '/suspended' && (method === 'PUT' || method === 'DELETE')) {
         item.suspendedAt = method === 'PUT' ? new Date(now()).toISOString() : null;
@@ -296,6 +304,15 @@ export async function startFakeGitHubApp(options: FakeGitHubAppOptions) {
       const item = installations.get(id);
       if (item) item.suspendedAt = new Date(now()).toISOString();
     },
+    /** An owner lifting the suspension. */
+    unsuspend(id: number) {
+      const item = installations.get(id);
+      if (item) item.suspendedAt = null;
+    },
+    /** The installation tokens issued for installation `id`, in order. */
+    mintedFor: (id: number) => minted.filter((entry) => entry.installationId === id).map((entry) => entry.token),
+    minted,
+    control,
     /** An owner uninstalling from GitHub's side. */
     remove(id: number) {
       const item = installations.get(id);

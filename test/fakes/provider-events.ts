@@ -10,7 +10,11 @@
  * - GitHub webhooks, "Validating webhook deliveries": `X-Hub-Signature-256: sha256=` + hex
  *   HMAC-SHA256(webhook secret, body) beside the legacy SHA-1 `X-Hub-Signature`, the event in
  *   `X-GitHub-Event`, a GUID in `X-GitHub-Delivery` (kept by a redelivery), `User-Agent:
- *   GitHub-Hookshot/…`; `github_app_authorization` has `action: "revoked"` and the `sender`.
+ *   GitHub-Hookshot/…`; `github_app_authorization` has `action: "revoked"` and the `sender`;
+ *   `installation` ("Webhook events and payloads") has `action` (`created`, `deleted`,
+ *   `suspend`, `unsuspend`, `new_permissions_accepted`), the `installation` (`id`, `account`,
+ *   `app_id`, `target_type`, `repository_selection`, `suspended_at`, `suspended_by`…), for
+ *   `created`/`deleted` the `repositories`, and the `sender`.
  * - Zoom webhooks: `x-zm-request-timestamp` (epoch seconds) and `x-zm-signature: v0=` + hex
  *   HMAC-SHA256(secret token, `v0:<ts>:<body>`); `endpoint.url_validation` carries
  *   `payload.plainToken`; `app_deauthorized` carries `payload.account_id`, `user_id`,
@@ -102,6 +106,44 @@ export function githubEvents(webhookSecret: string, options: { appId?: number; h
     sign,
     /** A user revoked their authorization of the GitHub App. */
     authorizationRevoked: (user: { id: number; login: string }) => sign('github_app_authorization', JSON.stringify({ action: 'revoked', sender: sender(user) })),
+    /** An `installation` event of the app: `deleted`, `suspend`, `unsuspend`, `created`… by `by` (the account's owner or admin). */
+    installation: (
+      action: string,
+      installation: { id: number; account: { id: number; login: string; type: 'User' | 'Organization' }; repositorySelection?: 'all' | 'selected' },
+      by: { id: number; login: string },
+    ) => {
+      const suspended = action === 'suspend';
+      const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+      const account = { ...sender(installation.account), type: installation.account.type };
+      return sign(
+        'installation',
+        JSON.stringify({
+          action,
+          installation: {
+            id: installation.id,
+            client_id: 'Iv23liFakeGitHubApp001',
+            account,
+            repository_selection: installation.repositorySelection ?? 'selected',
+            access_tokens_url: `https://api.github.com/app/installations/${installation.id}/access_tokens`,
+            repositories_url: 'https://api.github.com/installation/repositories',
+            html_url: `https://github.com/settings/installations/${installation.id}`,
+            app_id: options.appId ?? 123456,
+            app_slug: 'tessera-test',
+            target_id: installation.account.id,
+            target_type: installation.account.type,
+            permissions: { contents: 'read', metadata: 'read', issues: 'write' },
+            events: [],
+            created_at: at,
+            updated_at: at,
+            single_file_name: null,
+            suspended_by: suspended ? sender(by) : null,
+            suspended_at: suspended ? at : null,
+          },
+          ...(action === 'created' || action === 'deleted' ? { repositories: [{ id: installation.account.id * 10, name: 'hello-world', full_name: `${installation.account.login}/hello-world`, private: false }] } : {}),
+          sender: sender(by),
+        }),
+      );
+    },
     /** The ping GitHub sends when the webhook is created. */
     ping: () => sign('ping', JSON.stringify({ zen: 'Keep it logically awesome.', hook_id: options.hookId ?? 4711 })),
     /** A redelivery, from the app's settings: the same delivery id and body. */

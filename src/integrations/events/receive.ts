@@ -27,6 +27,8 @@ export interface EventDeps {
   metrics?: { providerEvent(provider: string, type: string, outcome: EventOutcome): void };
   /** The provider's rate limit, counted once the signature holds: unsigned floods cost no lookup and cannot starve the provider's own deliveries. */
   limit?: () => Promise<void>;
+  /** Validates one integration live and persists the outcome (TokenLifecycle.validate): a rule's `revalidate` effect. */
+  revalidate?: (organizationId: string, integrationId: string, actor: AuditActor) => Promise<void>;
 }
 
 /** The outcome label of `tessera_provider_events_total` (docs/contract.md §5b). */
@@ -79,28 +81,41 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
   if (!targets || !deliveryId) throw notWhatTheProviderSends();
   const occurredAt = occurredAtOf(rule, body);
   const actor: AuditActor = { principal: null, requestId: delivery.requestId, provider };
+  const revalidate = rule.effect === 'revalidate' ? deps.revalidate : undefined;
+  if (rule.effect === 'revalidate' && !revalidate) throw new Error('a revalidating event rule needs deps.revalidate');
   // The provider's word is the revocation: policy.ts says what it does (point `event`), the lifecycle applies it.
   const { transition: revoked } = judge('revoked', 'event');
   if (!revoked) throw new Error('the failure policy names no transition for a revocation event');
   const transition = { ...revoked, deliveryId };
-  const { outcome, changed } = await systemUnitOfWork(deps.db, deps.outbox, actor, async (work) => {
+  const { outcome, named } = await systemUnitOfWork(deps.db, deps.outbox, actor, async (work) => {
     // The delivery's id first: a duplicate costs this one statement, and waits for (then loses to) one in flight.
     const fresh = await work.db.insert(providerEventDeliveries).values({ provider, deliveryId }).onConflictDoNothing().returning({ one: sql<number>`1` });
-    if (fresh.length === 0) return { outcome: 'duplicate' as const, changed: 0 };
-    if (targets.accounts?.length === 0) return { outcome: 'unmatched' as const, changed: 0 };
+    if (fresh.length === 0) return { outcome: 'duplicate' as const, named: [] };
+    if (targets.accounts?.length === 0) return { outcome: 'unmatched' as const, named: [] };
     const conditions: SQL[] = [eq(integrations.provider, provider)];
     if (targets.workspace !== undefined) conditions.push(eq(integrations.providerWorkspaceId, targets.workspace));
     if (targets.accounts !== undefined) conditions.push(inArray(integrations.providerAccountId, targets.accounts));
     // Across organizations by design: the provider names its account, not our tenant. Each change is then led by its organization.
     // In key order: two deliveries naming the same rows (tokens_revoked and app_uninstalled at once) lock them in the same order.
-    const named = await work.db
+    const rows = await work.db
       .select({ organizationId: integrations.organizationId, id: integrations.id })
       .from(integrations)
       .where(and(...conditions))
       .orderBy(integrations.organizationId, integrations.id);
-    for (const row of named) await deps.lifecycle.transitionIn(work, row.organizationId, row.id, transition, occurredAt);
-    return { outcome: named.length > 0 ? ('matched' as const) : ('unmatched' as const), changed: named.length };
+    if (!revalidate) for (const row of rows) await deps.lifecycle.transitionIn(work, row.organizationId, row.id, transition, occurredAt);
+    return { outcome: rows.length > 0 ? ('matched' as const) : ('unmatched' as const), named: rows };
   });
+  // Validation asks the provider: never inside the transaction. Each validation commits its own outcome before
+  // the answer; one that cannot finish forgets the delivery, so the provider's retry acts again.
+  if (revalidate) {
+    try {
+      for (const row of named) await revalidate(row.organizationId, row.id, actor);
+    } catch (error) {
+      await deps.db.delete(providerEventDeliveries).where(and(eq(providerEventDeliveries.provider, provider), eq(providerEventDeliveries.deliveryId, deliveryId)));
+      throw error;
+    }
+  }
+  const changed = named.length;
   deps.metrics?.providerEvent(provider, rule.type, outcome);
   deps.logger.info({ provider, type: rule.type, deliveryId, outcome, integrations: changed }, 'provider event received');
   return { success: true };

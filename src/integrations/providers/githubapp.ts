@@ -64,9 +64,35 @@ const base = defineProvider({
   pkce: false,
   tokenHeaders: { accept: 'application/json' },
   token: { errors: 'body', clientErrors: ['incorrect_client_credentials', 'invalid_client', 'unauthorized_client'] },
-  // Unused: an installation token has no user to read; `validate` below checks it and names the installation's account.
-  account: { url: '{apiUrl}/installation/repositories?per_page=1', id: 'total_count' },
-  api: { scheme: 'token', headers: API_HEADERS },
+  // No account call: an installation token has no user to read. The lifecycle validates a minted mode by minting
+  // (a mint refused → `invalid`), and the account is the installation's, read once at connect.
+  api: {
+    scheme: 'token',
+    headers: API_HEADERS,
+    // A suspended installation's token is refused with 403 "This installation has been suspended": as dead as a 401 —
+    // the proxy mints again once, and that mint's refusal makes the integration `invalid`.
+    deadToken: [{ status: 401 }, { status: 403, text: 'installation has been suspended' }],
+  },
+  // The app's webhook (docs/contract.md §5b), signed as GitHub signs every webhook; the delivery id stops a replay.
+  // An installation is kept as the integration's workspace id (acceptInstallation), which is how `installation` names it.
+  events: {
+    signature: { header: 'x-hub-signature-256', prefix: 'sha256=' },
+    deliveryId: { header: 'x-github-delivery' },
+    rules: [
+      {
+        type: 'installation',
+        when: [{ header: 'x-github-event', equals: 'installation' }, { path: 'action', equals: ['deleted', 'suspend'] }],
+        match: { workspace: '{installation.id}' },
+      },
+      {
+        // Back from a suspension: validated again (by minting), `connected` only if GitHub mints.
+        type: 'installation_unsuspend',
+        when: [{ header: 'x-github-event', equals: 'installation' }, { path: 'action', equals: 'unsuspend' }],
+        match: { workspace: '{installation.id}' },
+        effect: 'revalidate',
+      },
+    ],
+  },
 });
 
 /** A failure of a call made with the app JWT: 401 is the app's own credentials refused, never a revocation. */
@@ -154,27 +180,10 @@ async function acceptInstallation(context: ProviderContext, userToken: string, i
     ...(typeof listed.repository_selection === 'string' ? { repositorySelection: listed.repository_selection } : {}),
   };
   const minted = await mint(context, { metadata });
-  const account: ProviderAccount = { id: String(accountId), username: login };
+  // The installation id is the workspace the integration belongs to: GitHub's `installation` events name it.
+  const account: ProviderAccount = { id: String(accountId), username: login, workspaceId: String(installationId) };
   const expiresIn = Math.max(1, Math.floor((minted.expiresAt.getTime() - Date.now()) / 1000));
   return { tokens: { accessToken: minted.accessToken, expiresIn, scopes: minted.scopes ?? [], tokenType: 'token' }, account, metadata };
-}
-
-/**
- * Checks an installation token with a cheap call it may make (`GET /installation/repositories`);
- * the account is the installation's, kept in metadata at connect.
- */
-async function validate(context: ProviderContext, accessToken: string): Promise<ProviderAccount> {
-  const response = await context.request(`${context.endpoints.apiUrl}/installation/repositories?per_page=1`, {
-    method: 'GET',
-    headers: { ...API_HEADERS, authorization: `token ${accessToken}` },
-  });
-  const failure = base.classify(response);
-  if (failure) throw failure;
-  if (response.status !== 200) throw new ProviderError('transient', 'GitHub answered the installation check badly', { status: response.status });
-  const login = safeResolve(context, '{account.login}');
-  const id = safeResolve(context, '{account.id}');
-  if (!login || !id) throw new ProviderError('transient', 'integration keeps no GitHub App account');
-  return { id, username: login };
 }
 
 function safeResolve(context: ProviderContext, template: string): string | undefined {
@@ -198,4 +207,4 @@ async function uninstall(context: ProviderContext): Promise<void> {
 }
 
 /** GitHub Apps: installations, minted installation tokens, uninstall on delete. */
-export const githubapp: ProviderDefinition = { ...base, validate, acceptInstallation, mint, revoke: uninstall };
+export const githubapp: ProviderDefinition = { ...base, acceptInstallation, mint, revoke: uninstall };

@@ -147,9 +147,9 @@ export interface EventHandshakeSpec {
 
 /**
  * An event Tessera acts on (docs/contract.md §5b): the integrations it names become `invalid`
- * (policy.ts, point `event`). A well-signed delivery matching no rule is answered 200 and
- * changes nothing. An effect other than revocation (GitHub's `installation` `unsuspend`:
- * validate again) would be one more field here, read by src/integrations/events/.
+ * (policy.ts, point `event`), or — `effect: 'revalidate'` — are validated again live (GitHub's
+ * `installation` `unsuspend`). A well-signed delivery matching no rule is answered 200 and
+ * changes nothing.
  */
 export interface EventRule {
   /** Its name in metrics, audit rows and log lines (`tokens_revoked`). */
@@ -165,6 +165,12 @@ export interface EventRule {
   match: { workspace?: string; accounts?: string };
   /** When the provider says the revocation happened: a dot path holding epoch seconds, epoch milliseconds or an ISO 8601 time. */
   occurredAt?: { path: string; format: 'seconds' | 'milliseconds' | 'iso' };
+  /**
+   * What it does to them: `revoke` (the default) makes them `invalid`; `revalidate` validates
+   * each again with the provider after the delivery is recorded — the provider's word that
+   * access is back is a reason to ask it, never proof (GitHub's `unsuspend`).
+   */
+  effect?: 'revoke' | 'revalidate';
 }
 
 /** The provider's revocation events (docs/contract.md §5b), as data read by src/integrations/events/. */

@@ -3,6 +3,7 @@ import { AppError } from '../../http/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { receiveDelivery } from '../events/receive.ts';
+import { loadById } from '../tokens/loaded.ts';
 import { ProviderParams } from './shared.ts';
 
 /** Bodies over 1 MiB get 413 (docs/contract.md §5b), as everywhere. */
@@ -47,6 +48,10 @@ export function providerEventsRoute(app: TypedFastify, services: Services): void
             logger: request.log,
             ...(services.metrics ? { metrics: services.metrics } : {}),
             limit: () => services.rateLimiter.checkProviderEvents(request, reply, provider),
+            // GitHub's `unsuspend`: the integration validated again, its outcome persisted by the lifecycle.
+            revalidate: async (organizationId, integrationId, actor) => {
+              await services.lifecycle.validate(await loadById(services, organizationId, integrationId), actor);
+            },
           },
           { provider, events, secret, headers: request.headers, raw, requestId: request.id },
         );
