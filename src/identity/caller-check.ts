@@ -61,6 +61,7 @@ const TOUCH_SERVICE_TOKEN = sql`, touch AS (
           RETURNING 1
         )`;
 
+/** Each credential kind's lookup of its `q` row, in the caller shape. */
 const LOOKUP = {
   jwt: sql`SELECT (s.revoked_at IS NULL AND s.expires_at > now()) AS caller_active, m.role::text AS caller_role, u.id AS caller_user_id,
                    u.system_admin AS caller_system_admin, q.org AS caller_organization_id, s.id AS caller_credential_id
