@@ -1,9 +1,10 @@
 // Connections per end user and replacing an account (docs/contract.md §5d), HTTP in; HTTP, events,
 // audit and the fakes' records out: one organization (a product's customer) whose people each
 // connect their own GitHub account through connect sessions, beside the organization's own.
-import { sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
+import { integrations } from '../src/db/schema.ts';
 import { currentAccounts } from '../src/integrations/integrations.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import type { FakeGitHubUser } from './fakes/github.ts';
@@ -166,6 +167,11 @@ describe('two end users connecting the same provider with different accounts', (
     expect(await ids('?provider=github&endUser=cust-b')).toEqual([bob]);
     expect(await ids('?provider=slack&endUser=cust-b')).toEqual([]);
     expect(await ids('?provider=github')).toEqual(expect.arrayContaining([orgLevel, alice, bob]));
+    // Timestamps as the API writes them everywhere (Date#toISOString: UTC, milliseconds truncated), whatever formats them.
+    await t.database.db.execute(sql`UPDATE integrations SET updated_at = '2026-11-25 21:00:00.123999+00' WHERE id = ${alice}`);
+    const [stored] = await t.database.db.select().from(integrations).where(eq(integrations.id, alice));
+    const [listed] = (await get('/v1/integrations?endUser=cust-a')).json().integrations;
+    expect(listed).toMatchObject({ createdAt: stored?.createdAt.toISOString(), updatedAt: '2026-11-25T21:00:00.123Z' });
     expect((await get('/v1/integrations?endUser=')).json().code).toBe('INVALID_INPUT');
     const graph = await graphqlData(t.fastify, owner.token, '{ mine: integrations(endUser: "cust-a") { id endUser { id email displayName } } github: integrations(provider: "github") { id endUser { id } } }');
     expect(graph.mine).toEqual([{ id: alice, endUser: { id: 'cust-a', email: 'a@customer.example', displayName: 'Ann' } }]);

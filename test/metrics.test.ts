@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import type { Metrics } from '../src/http/metrics.ts';
 import { bearer, registerAndLogin } from './helpers/identity.ts';
 import { connect, providerEnv } from './helpers/providers.ts';
 
@@ -43,6 +44,10 @@ describe('GET /metrics', () => {
     const off = await createTestApp();
     try {
       expect((await off.fastify.inject({ url: '/metrics' })).statusCode).toBe(404);
+      // Nothing can read them, so no request pays for counting them.
+      const registry = (off.app.services.metrics as Metrics).registry;
+      expect((await registry.getSingleMetric('tessera_http_requests_total')?.get())?.values).toEqual([]);
+      expect((await registry.getSingleMetric('tessera_http_request_duration_seconds')?.get())?.values).toEqual([]);
     } finally {
       await off.close();
     }

@@ -2,7 +2,7 @@
 // one; a product's backend manages its customers' organizations with it over REST and acts as an
 // admin in the one X-Organization-ID names — and nowhere else, and not after it is revoked.
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
 import type { FakeProvider } from './fakes/common.ts';
@@ -337,6 +337,119 @@ describe('revocation and expiry', () => {
   it('an unknown tss_ value gets 401 and never falls back to the session cookie', async () => {
     const res = await t.fastify.inject({ url: '/v1/organizations', headers: { ...bearer(`tss_${'x'.repeat(43)}`), cookie: `session=${admin.cookies.session}` } });
     expect(res.statusCode).toBe(401);
+  });
+});
+
+describe('the token read, its check folded into the read (decision 216)', () => {
+  // An app of its own, without background work, so that the statements a request runs are its own.
+  let app: TestApp;
+  let token: string;
+  let statements: string[] | null = null;
+  const read = (organizationId: string, tokenValue = token) => app.fastify.inject({ url: '/v1/integrations/github/token', headers: as(tokenValue, organizationId) });
+  /** An organization with its own GitHub integration, and the token the fake issued it. */
+  const customer = async (login: string) => {
+    const owner = await registerAndLogin(app.fastify, login);
+    gh.addUser({ login, email: `${login}@example.com` });
+    expect((await connect(app.fastify, owner.token, gh, login)).statusCode).toBe(200);
+    return { owner, accessToken: gh.tokensOf(login)[0]?.accessToken };
+  };
+  /** A first use of the token in the organization (the usual path), after which its reads there are deferred. */
+  const firstUse = async (organizationId: string, tokenValue = token) =>
+    expect((await app.fastify.inject({ url: '/v1/account/access', headers: as(tokenValue, organizationId) })).statusCode).toBe(200);
+  const recorded = async <T>(fn: () => Promise<T>): Promise<{ result: T; ran: string[] }> => {
+    statements = [];
+    try {
+      const result = await fn();
+      return { result, ran: statements };
+    } finally {
+      statements = null;
+    }
+  };
+
+  beforeAll(async () => {
+    app = await createTestApp({
+      background: false,
+      onQuery: (query) => statements?.push(query),
+      env: { ...providerEnv(gh), BOOTSTRAP_ADMIN_EMAIL: ADMIN_EMAIL, BOOTSTRAP_ADMIN_PASSWORD: ADMIN_PASSWORD, RATE_LIMIT_MAX: '0' },
+    });
+    await ensureBootstrapAdmin(app.app.services);
+    const root = await login(app.fastify, ADMIN_EMAIL, ADMIN_PASSWORD);
+    token = (await graphqlData(app.fastify, root.token, CREATE, { name: 'folded' })).createServiceToken.token;
+  });
+
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('is one statement once the token has acted in the organization, answering and auditing as before, in the organization the header names', async () => {
+    const a = await customer('folded-a');
+    const b = await customer('folded-b');
+    await firstUse(a.owner.organizationId);
+    await firstUse(b.owner.organizationId);
+    for (const { owner, accessToken } of [a, b, a]) {
+      const { result, ran } = await recorded(() => read(owner.organizationId));
+      expect(result.statusCode, result.body).toBe(200);
+      expect(result.json().token.accessToken).toBe(accessToken);
+      expect(ran, ran.join('\n')).toHaveLength(1);
+      const audit = await queryRows<{ organization_id: string; credential_kind: string }>(
+        app.database.db,
+        sql`SELECT organization_id, credential_kind FROM audit_logs WHERE request_id = ${result.headers['x-request-id'] as string}`,
+      );
+      expect(audit).toEqual([{ organization_id: owner.organizationId, credential_kind: 'service_token' }]);
+    }
+  });
+
+  it('records its use once a minute, as the usual check does', async () => {
+    const { owner } = await customer('folded-touch');
+    await firstUse(owner.organizationId);
+    await app.database.db.execute(sql`UPDATE service_tokens SET last_used_at = NULL WHERE token_hash IS NOT NULL`);
+    const lastUsed = async () => (await queryRows<{ at: Date | null }>(app.database.db, sql`SELECT max(last_used_at) AS at FROM service_tokens`))[0]?.at ?? null;
+    // Within the minute of the first use, the read leaves the token's row alone…
+    expect((await read(owner.organizationId)).statusCode).toBe(200);
+    expect(await lastUsed()).toBeNull();
+    // …and records it again once that minute has passed.
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(now + 61_000);
+    try {
+      expect((await read(owner.organizationId)).statusCode).toBe(200);
+    } finally {
+      clock.mockRestore();
+    }
+    expect(await lastUsed()).not.toBeNull();
+  });
+
+  it('still refuses a token revoked or expired since its last use (401), and an organization gone since (404)', async () => {
+    const root = await login(app.fastify, ADMIN_EMAIL, ADMIN_PASSWORD);
+    const { owner } = await customer('folded-refused');
+    const revoked = (await graphqlData(app.fastify, root.token, CREATE, { name: 'to revoke' })).createServiceToken;
+    const expired = (await graphqlData(app.fastify, root.token, CREATE, { name: 'to expire' })).createServiceToken;
+    for (const { token: value } of [revoked, expired]) {
+      await firstUse(owner.organizationId, value);
+      expect((await read(owner.organizationId, value)).statusCode).toBe(200);
+    }
+    await graphqlData(app.fastify, root.token, `mutation { revokeServiceToken(id: "${revoked.id}") { id } }`);
+    await app.database.db.execute(sql`UPDATE service_tokens SET expires_at = now() - interval '1 second' WHERE id = ${expired.id}`);
+    for (const { token: value } of [revoked, expired]) {
+      const { result, ran } = await recorded(() => read(owner.organizationId, value));
+      expect(result.statusCode, result.body).toBe(401);
+      expect(result.json().code).toBe('UNAUTHENTICATED');
+      expect(result.body).not.toContain(gh.tokensOf('folded-refused')[0]?.accessToken);
+      expect(ran).toHaveLength(1);
+      expect(await queryRows(app.database.db, sql`SELECT 1 FROM audit_logs WHERE request_id = ${result.headers['x-request-id'] as string}`)).toEqual([]);
+    }
+
+    // An organization the token acted in, deleted since: it can act there no more.
+    const gone = await customer('folded-gone');
+    await firstUse(gone.owner.organizationId);
+    expect((await read(gone.owner.organizationId)).statusCode).toBe(200);
+    const deleted = await app.fastify.inject({ method: 'DELETE', url: `/v1/organizations/${gone.owner.organizationId}`, headers: as(token) });
+    expect(deleted.statusCode, deleted.body).toBe(200);
+    // The grants' revocation runs after the delete's commit: its statements are not the read's.
+    while ((await recorded(() => new Promise((resolve) => setTimeout(resolve, 100)))).ran.length > 0);
+    const { result, ran } = await recorded(() => read(gone.owner.organizationId));
+    expect(result.statusCode, result.body).toBe(404);
+    expect(result.json().code).toBe('NOT_FOUND');
+    expect(ran, ran.join('\n')).toHaveLength(1);
   });
 });
 

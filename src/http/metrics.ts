@@ -164,12 +164,14 @@ function databaseGauges(database: Database, registers: Registry[]): void {
 /**
  * `GET /metrics` (Prometheus text), unauthenticated class, served only when
  * METRICS_ENABLED is set: keep it off the public network (scrape it on the private side).
+ * Requests are counted and timed only then.
  */
 export function metricsRoutes(app: TypedFastify, metrics: Metrics, enabled: boolean): void {
+  // Off, nothing can read the request series: no hook, so no request pays for them (docs/benchmarks.md, issue 29).
+  if (!enabled) return;
   app.addHook('onResponse', async (request, reply) => {
     metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
   });
-  if (!enabled) return;
   app.get('/metrics', { config: { auth: 'unauthenticated', errors: [] }, schema: { summary: 'Prometheus metrics (when METRICS_ENABLED)', tags: ['meta'], operationId: 'meta_getMetrics', response: {} } }, async (_request, reply) => {
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();

@@ -14,7 +14,7 @@ import { checkCredential, type DeferredCredential, PAT_CHECK, principalFromCalle
 import { checkCapability } from './capabilities.ts';
 import { API_TOKEN_PREFIX, CAPABILITY_PREFIX, hashToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX, type SessionTokens } from './credentials.ts';
 import { enterOrganization } from './enter.ts';
-import { checkServiceToken } from './service-tokens.ts';
+import { checkServiceToken, type KnownServiceTokens } from './service-tokens.ts';
 
 /** The HttpOnly cookie holding the session JWT; used only when no `Authorization` header is sent. */
 export const SESSION_COOKIE = 'session';
@@ -136,14 +136,22 @@ export interface Deferred {
 
 /**
  * The credential's database-free part, for a route that checks the rest itself: a
- * session JWT's signature and claims, or the hash of an API token seen valid before. Null
- * (take the usual path) for cookies, PATs, service tokens, capabilities, API tokens not seen yet, and
- * requests naming an organization or a user to impersonate.
+ * session JWT's signature and claims, the hash of an API token seen valid before, or a
+ * service token seen acting in the organization `X-Organization-ID` names. Null (take the
+ * usual path) for cookies, PATs, capabilities, tokens not seen yet, requests impersonating,
+ * and session JWTs and API tokens naming an organization.
  */
-export function deferrable(sessionTokens: SessionTokens, request: FastifyRequest, knownApiTokens: KnownTokens): Deferred | null {
-  if (request.headers['x-organization-id'] !== undefined || request.ctx.impersonateUserId !== null) return null;
+export function deferrable(sessionTokens: SessionTokens, request: FastifyRequest, knownApiTokens: KnownTokens, knownServiceTokens: KnownServiceTokens): Deferred | null {
+  if (request.ctx.impersonateUserId !== null) return null;
   const token = bearerToken(request);
-  if (token === null || token.startsWith(PAT_PREFIX) || token.startsWith(SERVICE_TOKEN_PREFIX) || token.startsWith(CAPABILITY_PREFIX)) return null;
+  if (token?.startsWith(SERVICE_TOKEN_PREFIX)) {
+    // Service tokens act wherever the header says: the read's statement checks that organization (400 without one: the usual path).
+    const wanted = organizationHeader(request);
+    const credential = wanted === null ? null : knownServiceTokens.deferred(hashToken(token), wanted, request.method, request.routeOptions.url, Date.now());
+    return credential === null ? null : { credential, organizationId: credential.organizationId };
+  }
+  if (request.headers['x-organization-id'] !== undefined) return null;
+  if (token === null || token.startsWith(PAT_PREFIX) || token.startsWith(CAPABILITY_PREFIX)) return null;
   if (token.startsWith(API_TOKEN_PREFIX)) return knownApiTokens.deferred(hashToken(token), Date.now());
   const credential = sessionCredential(sessionTokens, token);
   return { credential, organizationId: credential.organizationId };

@@ -14,7 +14,8 @@ import type { Work } from '../http/unit-of-work.ts';
 import { newId } from '../lib/ids.ts';
 import { assertFuture, assertName, type Created, type TokenInfo, tokenInfo } from './access-tokens.ts';
 import { requireUser } from './authorize.ts';
-import { type CallerColumns, principalFromCaller } from './caller-check.ts';
+import { remember } from '../lib/bounded.ts';
+import { type CallerColumns, type DeferredCredential, principalFromCaller } from './caller-check.ts';
 import { hashToken, newOpaqueToken, SERVICE_TOKEN_PREFIX } from './credentials.ts';
 import { serviceTokenRoute } from './service-token-rights.ts';
 
@@ -164,4 +165,44 @@ export async function checkServiceToken(db: Db, request: ServiceTokenRequest): P
   }
   if (row?.unknown_organization) throw new AppError('NOT_FOUND', { message: 'No such organization' });
   return principal;
+}
+
+/** How often a service token's use is recorded (SERVICE_TOKEN_CHECK's own condition says the same). */
+const TOUCH_INTERVAL_MS = 60_000;
+
+/**
+ * The (service token, organization) pairs this process has seen pass `checkServiceToken`
+ * (the most recent 10,000), so that a route with `deferCredentialCheck` may fold the token's
+ * check into its own statement (fast-read.ts), as an API token's is. Only seen pairs are
+ * deferred: the rate limiter counts a deferred request by the token's id and the organization
+ * the header names before the database has seen either, and made-up tokens or organization
+ * ids must not get counters of their own (they would push real ones out of its store).
+ */
+export class KnownServiceTokens {
+  /** Hash → the token's id, and when this process last had its use recorded (ms). */
+  private readonly tokens = new Map<string, { id: string; at: number }>();
+  /** `<hash> <organization id>` of the pairs seen. */
+  private readonly acting = new Map<string, true>();
+
+  /** A token that passed the usual check acting in `organizationId` (which also recorded its use). */
+  add(hash: string, id: string, organizationId: string, now: number): void {
+    remember(this.tokens, hash, { id, at: now }, 10_000);
+    remember(this.acting, `${hash} ${organizationId}`, true, 10_000);
+  }
+
+  /**
+   * The deferred credential of a seen pair on `method url` (a route pattern), or null (the
+   * usual path). Only where the token's rights list says the route acts in an organization
+   * and writes its own audit row, as the deferred statement does. Its use is recorded again
+   * only once the last record is a minute old, as the usual check does.
+   */
+  deferred(hash: string, organizationId: string, method: string, url: string | undefined, now: number): Extract<DeferredCredential, { kind: 'service_token' }> | null {
+    const route = serviceTokenRoute(method, url);
+    if (route?.scope !== 'organization' || route.auditsItself !== true) return null;
+    const known = this.tokens.get(hash);
+    if (known === undefined || !this.acting.has(`${hash} ${organizationId}`)) return null;
+    const touch = now - known.at >= TOUCH_INTERVAL_MS;
+    if (touch) known.at = now;
+    return { kind: 'service_token', hash, organizationId, credentialId: known.id, touch };
+  }
 }

@@ -16,6 +16,7 @@ import { authenticate, bearerToken, deferrable, KnownTokens, organizationHeader,
 import { type CallerColumns, type DeferredCredential, principalFromCaller } from './caller-check.ts';
 import { hashToken, type SessionTokens } from './credentials.ts';
 import { csrfCheck } from './csrf.ts';
+import { KnownServiceTokens } from './service-tokens.ts';
 
 declare module '../http/context.ts' {
   interface RequestContext {
@@ -37,9 +38,10 @@ declare module '../http/context.ts' {
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * The route folds the session/API-token check into its own statement, saving a round
-     * trip on a hot path. Only header credentials without X-Organization-ID or
-     * X-Impersonate-User are deferred; anything else takes the usual path.
+     * The route folds the session/API-token/service-token check into its own statement,
+     * saving a round trip on a hot path. Only header credentials without X-Impersonate-User
+     * are deferred, and without X-Organization-ID but for service tokens (which need it);
+     * anything else takes the usual path.
      */
     deferCredentialCheck?: boolean;
     /** The route checks a password: its 401s count as failed authentications of the client IP. */
@@ -57,6 +59,7 @@ export interface IdentityDeps {
 /** The pipeline's steps 6–9, filled by the identity feature. */
 export function identitySlots(deps: IdentityDeps): PipelineSlots {
   const knownApiTokens = new KnownTokens();
+  const knownServiceTokens = new KnownServiceTokens();
   return {
     impersonation(request) {
       // Only noted here: the decision waits until the caller is authenticated.
@@ -66,10 +69,13 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
     async authentication(request) {
       // An address over its limit of failures is refused before any lookup.
       deps.rateLimiter.failures.assertAllowed(request.ip);
-      const deferred = request.routeOptions.config.deferCredentialCheck ? deferrable(deps.sessionTokens, request, knownApiTokens) : null;
+      const deferred = request.routeOptions.config.deferCredentialCheck ? deferrable(deps.sessionTokens, request, knownApiTokens, knownServiceTokens) : null;
       if (deferred) {
-        request.ctx.deferredCredential = deferred.credential;
-        request.ctx.credentialKey = deferred.credential.kind === 'jwt' ? `user:${deferred.credential.userId}` : `api_token:${deferred.credential.hash}`;
+        const credential = deferred.credential;
+        request.ctx.deferredCredential = credential;
+        // The same keys as the usual path's below.
+        request.ctx.credentialKey =
+          credential.kind === 'jwt' ? `user:${credential.userId}` : credential.kind === 'api_token' ? `api_token:${credential.hash}` : `${SERVICE_TOKEN_KEY}${credential.credentialId}`;
         request.ctx.organizationKey = deferred.organizationId;
         return;
       }
@@ -84,6 +90,7 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       } else if (principal.kind === 'service_token') {
         // Its own budget, RATE_LIMIT_SERVICE_MAX (the limiter tells it by this prefix).
         request.ctx.credentialKey = `${SERVICE_TOKEN_KEY}${principal.credentialId}`;
+        if (principal.organizationId !== '') knownServiceTokens.add(hashToken(bearerToken(request) ?? ''), principal.credentialId, principal.organizationId, Date.now());
       } else {
         // A user's sessions and PATs share one budget (the caller's, before any impersonation).
         request.ctx.credentialKey = `user:${principal.userId}`;

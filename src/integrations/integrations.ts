@@ -1,7 +1,7 @@
 import { and, asc, eq, type SQL, type SQLWrapper, sql } from 'drizzle-orm';
 import type { Keyring } from '../config/load.ts';
 import { newId as ulid } from '../lib/ids.ts';
-import type { Db } from '../db/client.ts';
+import { type Db, HotStatement } from '../db/client.ts';
 import { type ConnectedVia, type EndUser, type IntegrationStatus, integrationSecrets, integrations } from '../db/schema.ts';
 import { decryptRows, secretName } from './secrets.ts';
 
@@ -56,30 +56,69 @@ export async function listIntegrations(db: Db, organizationId: string, filter: I
   return db.select().from(integrations).where(listWhere(organizationId, filter)).orderBy(asc(integrations.createdAt), asc(integrations.id));
 }
 
-export type IntegrationSummary = Pick<
-  IntegrationRow,
-  'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'connectedVia' | 'endUser' | 'createdAt' | 'updatedAt'
->;
+/** A listed integration: its row's listing columns, `createdAt` and `updatedAt` already as the API writes them (ISO 8601, UTC, milliseconds). */
+export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'connectedVia' | 'endUser'> & {
+  createdAt: string;
+  updatedAt: string;
+};
 
-/** The listing's columns only (the list of 100 integrations is a hot path), narrowed by `filter`. */
+/** A row of `LIST`, as the driver hands it over: timestamps as text (PGlite: maybe Dates), jsonb parsed. */
+interface SummaryRow {
+  id: string;
+  name: string;
+  provider: string;
+  description: string;
+  status: IntegrationStatus;
+  token_expires_at: string | Date | null;
+  metadata: unknown;
+  connected_via: unknown;
+  end_user: unknown;
+  created_at: string;
+  updated_at: string;
+}
+
+/**
+ * A timestamp as `Date.prototype.toISOString` writes it, formatted by the database: both
+ * truncate microseconds to milliseconds. Parsing and formatting two dates per row in the app
+ * was a sixth of the list's CPU (docs/benchmarks.md, issue 29).
+ */
+const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${column}`);
+
+/**
+ * The listing's statements, one per shape of filter, prepared like the hot paths' (decision 60):
+ * the list of 100 integrations is a hot path, and Drizzle's generic row mapping cost more app
+ * CPU than the rows' own parsing (docs/benchmarks.md, issue 29).
+ */
+const LIST = (() => {
+  const statement = (filter: SQL) =>
+    new HotStatement<SummaryRow>(sql`SELECT id, name, provider, description, status, token_expires_at, metadata, connected_via, end_user, ${iso('created_at')}, ${iso('updated_at')}
+      FROM integrations WHERE organization_id = ${sql.placeholder('organizationId')}${filter} ORDER BY created_at, id`);
+  const provider = sql` AND provider = ${sql.placeholder('provider')}`;
+  const endUser = sql` AND end_user_key = ${sql.placeholder('endUserKey')}`;
+  return { all: statement(sql``), provider: statement(provider), endUser: statement(endUser), both: statement(sql`${provider}${endUser}`) };
+})();
+
+/** As Drizzle reads a `timestamp with time zone` and a `jsonb` (text → Date, text → parsed), so the answer is the same. */
+const asDate = (value: string | Date): Date => (typeof value === 'string' ? new Date(value) : value);
+const asJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
+
+/** The listing's columns only (the list of 100 integrations is a hot path), narrowed by `filter` (the same rule as `listWhere`). */
 export async function listIntegrationSummaries(db: Db, organizationId: string, filter: IntegrationFilter = {}): Promise<IntegrationSummary[]> {
-  return db
-    .select({
-      id: integrations.id,
-      name: integrations.name,
-      provider: integrations.provider,
-      description: integrations.description,
-      status: integrations.status,
-      tokenExpiresAt: integrations.tokenExpiresAt,
-      metadata: integrations.metadata,
-      connectedVia: integrations.connectedVia,
-      endUser: integrations.endUser,
-      createdAt: integrations.createdAt,
-      updatedAt: integrations.updatedAt,
-    })
-    .from(integrations)
-    .where(listWhere(organizationId, filter))
-    .orderBy(asc(integrations.createdAt), asc(integrations.id));
+  const shape = filter.provider !== undefined ? (filter.endUserId !== undefined ? 'both' : 'provider') : filter.endUserId !== undefined ? 'endUser' : 'all';
+  const rows = await LIST[shape].rows(db, { organizationId, provider: filter.provider, endUserKey: endUserKey(filter.endUserId) });
+  return rows.map((row) => ({
+    id: row.id,
+    name: row.name,
+    provider: row.provider,
+    description: row.description,
+    status: row.status,
+    tokenExpiresAt: row.token_expires_at === null ? null : asDate(row.token_expires_at),
+    metadata: asJson(row.metadata),
+    connectedVia: row.connected_via === null ? null : asJson(row.connected_via),
+    endUser: row.end_user === null ? null : asJson(row.end_user),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  }));
 }
 
 export interface ConnectedIntegration {

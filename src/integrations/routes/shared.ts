@@ -136,7 +136,7 @@ export function integrationView(row: IntegrationSummary) {
     metadata: row.metadata,
     connectedVia: row.connectedVia ?? null,
     endUser: row.endUser ?? null,
-    createdAt: row.createdAt.toISOString(),
-    updatedAt: row.updatedAt.toISOString(),
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
   };
 }

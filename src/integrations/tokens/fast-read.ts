@@ -48,8 +48,8 @@ const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit 
 )})
   ${USE_SELECT}`);
 
-/** The kinds of `loadForUseAs` statement: one per deferred credential, and an API token's without recording its use. */
-type ReadVariant = 'jwt' | 'api_token' | 'api_token_untouched';
+/** The kinds of `loadForUseAs` statement: one per deferred credential, and a token's without recording its use. */
+type ReadVariant = 'jwt' | 'api_token' | 'api_token_untouched' | 'service_token' | 'service_token_untouched';
 
 /** One token read in a `loadForUseAs` batch: a row of its `q`. */
 type ReadItem = ReturnType<typeof callerValues> & {
@@ -75,7 +75,7 @@ type UseAsAnswer = CallerColumns & { n: number; integration: Record<string, unkn
 
 /** A `loadForUseAs` batch: its reads as JSON, each with its position `n` in the batch. */
 function readSource(kind: DeferredCredential['kind']): SQL {
-  const credential = kind === 'jwt' ? 'org text, sid text, usr text' : 'hash text';
+  const credential = { jwt: 'org text, sid text, usr text', api_token: 'hash text', service_token: 'hash text, org text' }[kind];
   return sql`SELECT * FROM json_to_recordset(${p('batch')}::json)
     AS b(n int, ${sql.raw(credential)}, prov text, eu text, secret text, roles text[], kind text, action text, audit_id text, req text)`;
 }
@@ -123,6 +123,8 @@ const USE_AS: Record<ReadVariant, HotStatement<UseAsRow>> = {
   jwt: readStatement(callerCheck('jwt', readSource('jwt'))),
   api_token: readStatement(callerCheck('api_token', readSource('api_token'))),
   api_token_untouched: readStatement(callerCheck('api_token', readSource('api_token'), false)),
+  service_token: readStatement(callerCheck('service_token', readSource('service_token'))),
+  service_token_untouched: readStatement(callerCheck('service_token', readSource('service_token'), false)),
 };
 
 /** The most reads one `loadForUseAs` statement carries. */
@@ -159,7 +161,13 @@ export class FastReads {
         gather: pglite,
         execute: (items: ReadItem[]) => this.readBatch(USE_AS[variant], items),
       });
-    this.readers = { jwt: reader('jwt'), api_token: reader('api_token'), api_token_untouched: reader('api_token_untouched') };
+    this.readers = {
+      jwt: reader('jwt'),
+      api_token: reader('api_token'),
+      api_token_untouched: reader('api_token_untouched'),
+      service_token: reader('service_token'),
+      service_token_untouched: reader('service_token_untouched'),
+    };
   }
 
   /**
@@ -190,9 +198,9 @@ export class FastReads {
 
   /**
    * `loadForUse` for a route that defers the credential check (`deferCredentialCheck`):
-   * the same statement also checks the session or API token, and reads the integration and
+   * the same statement also checks the session, API token or service token, and reads the integration and
    * writes the audit row only when the caller holds one of `roles` — one round trip for the
-   * whole request. Throws the usual 401/403; `loaded` is null when the organization has no
+   * whole request. Throws the usual 401/403 (and a service token's 404); `loaded` is null when the organization has no
    * such integration for that end user (the route decides the 404 after its own checks).
    */
   async loadForUseAs(
@@ -203,7 +211,7 @@ export class FastReads {
     audit: { action: string; requestId: string },
   ): Promise<{ principal: Principal; loaded: LoadedIntegration | null }> {
     const provider = this.deps.providers.get(providerId);
-    const variant: ReadVariant = credential.kind === 'api_token' && !credential.touch ? 'api_token_untouched' : credential.kind;
+    const variant: ReadVariant = credential.kind !== 'jwt' && !credential.touch ? `${credential.kind}_untouched` : credential.kind;
     const found = await this.readers[variant].run({
       ...callerValues(credential),
       // Only a configured provider's id reaches the statement (a path segment may hold anything, NULs included).
@@ -218,6 +226,8 @@ export class FastReads {
     });
     if (found instanceof Error) throw found;
     const principal = principalFromCaller(credential, found);
+    // A service token names an organization that no longer exists: 404, as its usual check answers (checkServiceToken).
+    if (principal.organizationId === '') throw new AppError('NOT_FOUND', { message: 'No such organization' });
     const loaded = found.integration && provider ? this.loaded(found.integration, provider, found) : null;
     return { principal, loaded };
   }
