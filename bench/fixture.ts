@@ -18,6 +18,8 @@ import { createServiceToken } from '../src/identity/service-tokens.ts';
 import { replaceSecrets } from '../src/integrations/secrets.ts';
 import type { Services } from '../src/services.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
+import { startFakeStripe } from '../test/fakes/providers/stripe.ts';
+import { startFakeZoomS2S } from '../test/fakes/providers/zooms2s.ts';
 import { Recorder } from './replay.ts';
 import { openBenchDatabase } from './validation.ts';
 
@@ -37,6 +39,18 @@ export interface Fixture {
   serviceToken: Record<string, string>;
   /** A session JWT acting in the organization holding 100 integrations. */
   listJwt: Record<string, string>;
+  /** The GitHub webhook secret the events route checks deliveries with. */
+  githubEventsSecret: string;
+  /**
+   * The GitHub account ids of `eventTargets` end users' GitHub integrations in an organization of
+   * their own, each `connected`: a `github_app_authorization` revocation naming one is matched
+   * and commits its status change (once; a second names an already invalid integration).
+   */
+  eventTargets: number[];
+  /** Headers of an MCP request with a read capability for GitHub (minted by token exchange). */
+  mcp: Record<string, string>;
+  /** A Stripe secret key the organization may (re)enter through POST …/stripe/credentials. */
+  stripeKey: string;
   /** The same-work baselines, by case name: set after each case's census. */
   sameWork: Map<string, () => Promise<number>>;
   close(): Promise<void>;
@@ -52,6 +66,11 @@ const json = async (r: Response) => {
 export async function startFixture(): Promise<Fixture> {
   const fake = await startFakeGitHub({ tokenExpiresIn: 28800 });
   fake.addUser({ login: 'bench', email: 'bench@example.com' });
+  // Client credentials (tokens minted and cached) and an entered API key, each behind its own fake.
+  const zoom = await startFakeZoomS2S();
+  const stripe = await startFakeStripe();
+  const closeFakes = () => Promise.all([fake.close(), zoom.close(), stripe.close()]);
+  const githubEventsSecret = 'bench-github-webhook-secret-0123456789';
   const { database, cleanup } = await openBenchDatabase();
   const recorder = new Recorder(database);
   const sameWork = new Map<string, () => Promise<number>>();
@@ -72,6 +91,12 @@ export async function startFixture(): Promise<Fixture> {
         INTEGRATION_OAUTH_GITHUB_AUTH_URL: fake.authUrl,
         INTEGRATION_OAUTH_GITHUB_TOKEN_URL: fake.tokenUrl,
         INTEGRATION_OAUTH_GITHUB_API_URL: fake.apiUrl,
+        INTEGRATION_OAUTH_GITHUB_EVENTS_SECRET: githubEventsSecret,
+        INTEGRATION_OAUTH_ZOOMS2S_ENABLED: 'true',
+        INTEGRATION_OAUTH_ZOOMS2S_TOKEN_URL: `${zoom.url}/oauth/token`,
+        INTEGRATION_OAUTH_ZOOMS2S_API_URL: `${zoom.url}/v2`,
+        INTEGRATION_OAUTH_STRIPE_ENABLED: 'true',
+        INTEGRATION_OAUTH_STRIPE_API_URL: stripe.url,
         DB_POOL_MAX: '16',
       },
       persistGeneratedSecrets: false,
@@ -134,8 +159,38 @@ export async function startFixture(): Promise<Fixture> {
       await replaceSecrets(database.db, config.keyring, { organizationId: listOrg, integrationId: id, provider: `p${i}` }, { access_token: `tok_${i}` });
     }
     const listJwt = (await json(await post('/v1/account/switch', { organizationId: listOrg }, auth))).accessToken as string;
-    // The fake keeps a log of every request for the tests; under a proxy case's load it would only grow.
-    const trimFakeLog = setInterval(() => (fake.requests.length = 0), 1000);
+
+    // Zoom client credentials connected (minted once here, then served from the cache), and a Stripe key.
+    const zoomApp = zoom.addApp();
+    await json(await post('/v1/integrations/zooms2s/credentials', { credentials: { accountId: zoomApp.accountId, clientId: zoomApp.clientId, clientSecret: zoomApp.clientSecret } }, auth));
+    const stripeKey = stripe.addAccount('Bench Payments').key;
+
+    // An agent's read capability for GitHub, minted from the API token as an agent's backend does.
+    const minted = await json(
+      await fetch(`${base}/v1/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+          subject_token: apiToken,
+          subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+          scope: 'integrations:github:read',
+        }),
+      }),
+    );
+    const mcp = { authorization: `Bearer ${minted.access_token as string}`, accept: 'application/json, text/event-stream' };
+    // A tool error is a 200 too: check once that the call reaches GitHub, so the case measures the proxied call.
+    const called = await json(await post('/mcp', { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'github_api', arguments: { method: 'GET', path: '/user' } } }, mcp));
+    if (called.error || called.result?.isError || !JSON.stringify(called.result).includes('bench')) throw new Error(`bench set-up: the MCP tool call failed: ${JSON.stringify(called).slice(0, 300)}`);
+
+    // End users' GitHub integrations for the provider-events benchmark, in an organization of their own.
+    const eventTargets = await seedEventTargets(database, Number(process.env.BENCH_EVENTS ?? (process.env.BENCH_SMOKE === '1' ? 300 : 5000)));
+
+    // The fakes keep a log of every request for the tests; under a proxy case's load it would only grow.
+    const trimFakeLog = setInterval(() => {
+      fake.requests.length = 0;
+      zoom.requests.length = 0;
+      stripe.requests.length = 0;
+    }, 1000);
     trimFakeLog.unref();
     const started = app;
     return {
@@ -148,18 +203,34 @@ export async function startFixture(): Promise<Fixture> {
       apiToken: { authorization: `Bearer ${apiToken}` },
       serviceToken: { authorization: `Bearer ${serviceToken}`, 'x-organization-id': organizationId },
       listJwt: { authorization: `Bearer ${listJwt}` },
+      githubEventsSecret,
+      eventTargets,
+      mcp,
+      stripeKey,
       sameWork,
       close: async () => {
         clearInterval(trimFakeLog);
         await started.fastify.close();
         await cleanup();
-        await fake.close();
+        await closeFakes();
       },
     };
   } catch (error) {
     await app?.fastify.close();
     await cleanup();
-    await fake.close();
+    await closeFakes();
     throw error;
   }
+}
+
+/** `count` connected GitHub integrations of distinct end users and accounts (ids 7,000,001…) in a new organization. */
+async function seedEventTargets(database: Database, count: number): Promise<number[]> {
+  const org = ulid();
+  const first = 7_000_001;
+  await database.db.execute(sql`INSERT INTO organizations (id, name) VALUES (${org}, 'events')`);
+  // One statement: ids are the organization's ULID and a counter (unique within it).
+  await database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, end_user_key, end_user, name, description, provider_account_id, last_validated_at)
+    SELECT ${org}, ${org} || '-' || n, 'github', 'eu' || n, jsonb_build_object('id', 'eu' || n), 'GitHub Integration (bench)', 'OAuth integration with github for bench', (${first} + n)::text, now()
+    FROM generate_series(0, ${count - 1}) AS n`);
+  return Array.from({ length: count }, (_, i) => first + i);
 }

@@ -11,6 +11,7 @@
  */
 import autocannon from 'autocannon';
 import { CASES, type HttpCase, type HttpRequest } from './cases.ts';
+import { benchEvents, type EventsResult } from './events.ts';
 import { type Fixture, startFixture } from './fixture.ts';
 import { fmt, postgresCpuUs } from './lib.ts';
 import { replayable, replayer, summary } from './replay.ts';
@@ -41,6 +42,9 @@ export interface HttpResult extends Measured {
   census: string;
   /** The one-row baseline, measured in the rounds alternating with this case's. */
   oneRow: Measured;
+  /** The case this one is compared with (`compareWith`), by id. */
+  compareWith?: string;
+  id: string;
   /** The same-work baseline, likewise; null when the case has none. */
   sameWork: Measured | null;
   noSameWork?: string;
@@ -141,6 +145,8 @@ async function measure(f: Fixture, c: HttpCase, local: LocalDatabase): Promise<H
     oneRow: mean(oneRow),
     sameWork: same.length ? mean(same) : null,
     ...(c.noSameWork ? { noSameWork: c.noSameWork } : {}),
+    id: c.id,
+    ...(c.compareWith ? { compareWith: c.compareWith } : {}),
   };
 }
 
@@ -151,7 +157,7 @@ export interface HttpFailure {
 }
 
 /** Runs every case (BENCH_ONLY: those whose name contains it) against one backend. */
-export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]; failures: HttpFailure[] }> {
+export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]; events: EventsResult | null; failures: HttpFailure[] }> {
   const f = await startFixture();
   const rows: HttpResult[] = [];
   const failures: HttpFailure[] = [];
@@ -162,7 +168,9 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
     if (warm.failed > 0) failures.push({ scenario: 'the one-row baseline', problem: `${warm.failed} answers were not 2xx while warming up` });
     const only = process.env.BENCH_ONLY;
     const cases = CASES.filter((c) => !only || c.name.includes(only));
-    if (cases.length === 0) failures.push({ scenario: `BENCH_ONLY=${only}`, problem: 'matches no case' });
+    const eventsName = 'provider events acted on';
+    const runEvents = !only || eventsName.includes(only);
+    if (cases.length === 0 && !runEvents) failures.push({ scenario: `BENCH_ONLY=${only}`, problem: 'matches no case' });
     for (const c of cases) {
       try {
         const row = await measure(f, c, local);
@@ -174,7 +182,18 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
         failures.push({ scenario: c.name, problem: error instanceof Error ? error.message : String(error) });
       }
     }
-    return { backend: f.database.kind, rows, failures };
+    // Provider events: a fixed stream of distinct deliveries, after the cases (it revokes the integrations it names).
+    let events: EventsResult | null = null;
+    if (runEvents) {
+      try {
+        events = await benchEvents(f, CONNECTIONS);
+        if (events.failed > 0) failures.push({ scenario: eventsName, problem: `${events.failed} deliveries failed: ${events.problem}` });
+        if (events.changed !== events.deliveries) failures.push({ scenario: eventsName, problem: `${events.deliveries} deliveries changed ${events.changed} integrations` });
+      } catch (error) {
+        failures.push({ scenario: eventsName, problem: error instanceof Error ? error.message : String(error) });
+      }
+    }
+    return { backend: f.database.kind, rows, events, failures };
   } finally {
     await f.close();
   }
@@ -182,8 +201,8 @@ export async function benchHttp(): Promise<{ backend: string; rows: HttpResult[]
 
 const ratio = (a: number, b: number | undefined) => (b ? fmt(a / b, 2) : '–');
 
-/** Prints one backend's table: each case's ratios to its same-work baseline and to the one-row baseline. */
-export function printHttp(backend: string, rows: HttpResult[]): void {
+/** Prints one backend's table: each case's ratios to its same-work baseline and to the one-row baseline; the comparisons between cases; the provider events. */
+export function printHttp(backend: string, rows: HttpResult[], events: EventsResult | null = null): void {
   console.log(`\n## HTTP on ${backend} (${CONNECTIONS} connections; ${ROUNDS} rounds of ${DURATION} s, alternating with the baselines; node ${process.execArgv.join(' ') || '(no flags)'})`);
   console.log('| scenario | req/s | p50 ms | p99 ms | same-work req/s | same-work p99 ms | one-row req/s | one-row p99 ms | × same-work req/s | × same-work p99 | × one-row req/s | × one-row p99 | statements | CPU µs/req (same-work, one-row) | PostgreSQL CPU µs/req (same-work, one-row) | failed |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
@@ -197,6 +216,22 @@ export function printHttp(backend: string, rows: HttpResult[]): void {
   }
   console.log('\nStatements per request (the census; the same-work baseline replays these):');
   for (const row of rows) console.log(`- ${row.scenario}: ${row.noSameWork ? `(no same-work baseline: ${row.noSameWork}) ` : ''}${row.census}`);
+  const compared = rows.filter((row) => row.compareWith);
+  if (compared.length) console.log('\nCases compared with another case of the same run:');
+  for (const row of compared) {
+    const other = rows.find((candidate) => candidate.id === row.compareWith);
+    console.log(
+      other
+        ? `- ${row.scenario} ÷ ${other.scenario}: ${ratio(row.rps, other.rps)}× req/s, ${ratio(row.p99, Math.max(1, other.p99))}× p99`
+        : `- ${row.scenario}: case ${row.compareWith} was not run (BENCH_ONLY), no ratio`,
+    );
+  }
+  if (events) {
+    console.log(`\nProvider events (${CONNECTIONS} concurrent senders; latency = time to detect, the answer follows the commit):`);
+    console.log('| scenario | deliveries | deliveries/s | p50 ms | p99 ms | status changes committed | failed |');
+    console.log('|---|---|---|---|---|---|---|');
+    console.log(`| ${events.scenario} | ${events.deliveries} | ${fmt(events.perSecond, 0)} | ${fmt(events.p50, 1)} | ${fmt(events.p99, 1)} | ${events.changed} | ${events.failed} |`);
+  }
 }
 
 /** Prints failures; true when there were none. */
@@ -206,7 +241,7 @@ export function reportFailures(what: string, failures: HttpFailure[]): boolean {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { backend, rows, failures } = await benchHttp();
-  printHttp(backend, rows);
+  const { backend, rows, events, failures } = await benchHttp();
+  printHttp(backend, rows, events);
   if (!reportFailures(`HTTP on ${backend}`, failures)) process.exitCode = 1;
 }

@@ -48,7 +48,7 @@ for (const backend of backends) {
     }
     await attempt(`HTTP on ${backend}`, async () => {
       const http = await benchHttp();
-      printHttp(http.backend, http.rows);
+      printHttp(http.backend, http.rows, http.events);
       for (const failure of http.failures) failures.push({ what: `HTTP on ${backend}: ${failure.scenario}`, problem: failure.problem });
     });
     if (SMOKE) {
@@ -71,7 +71,7 @@ for (const backend of backends) {
   }
 }
 
-console.log('\nBenchmarks waiting for their routes (bench/cases.ts PENDING):');
+if (PENDING.length) console.log('\nBenchmarks waiting for their routes (bench/cases.ts PENDING):');
 for (const pending of PENDING) console.log(`- ${pending.name}: ${pending.measures}; target ${pending.target}`);
 
 if (!reportFailures('bench', failures.map((f) => ({ scenario: f.what, problem: f.problem })))) {
