@@ -96,6 +96,13 @@ describe('the MCP endpoint', () => {
     });
   });
 
+  it('answers a GET (a client asking for a stream this stateless server does not offer) 405 in the error shape of every route, allowing POST', async () => {
+    const res = await fetch(`${url}/mcp`, { headers: { accept: 'text/event-stream' } });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe('POST');
+    expect(await res.json()).toMatchObject({ success: false, code: 'METHOD_NOT_ALLOWED', requestId: res.headers.get('x-request-id') });
+  });
+
   it("lists only the tools of the capability's scope, the method enum and readOnlyHint following it", async () => {
     const reader = await agent(await mint('integrations:github:read'));
     const { tools } = await reader.listTools();

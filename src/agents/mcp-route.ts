@@ -89,11 +89,10 @@ export function mcpRoutes(app: TypedFastify, services: Services): void {
 
   app.get(
     '/mcp',
-    { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } },
-    async (_request, reply) => {
-      // Stateless: no stream to open (the MCP transport's answer to a GET it does not serve).
-      reply.code(405).header('allow', 'POST');
-      return { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this server is stateless; POST each message' }, id: null };
+    { config: { auth: 'unauthenticated', errors: ['METHOD_NOT_ALLOWED'] }, schema: { hide: true } },
+    async () => {
+      // Stateless: no stream to open. The MCP transport wants a 405 here; its body is §2's, like `GET /query`'s.
+      throw new AppError('METHOD_NOT_ALLOWED', { message: 'This MCP server is stateless: POST each message to /mcp', headers: { allow: 'POST' } });
     },
   );
 }
