@@ -7,6 +7,7 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Principal } from '../http/context.ts';
@@ -28,9 +29,15 @@ function mcpCaller(request: FastifyRequest): Principal {
   return principal;
 }
 
+/**
+ * The servers' one JSON Schema validator: without it every request's server builds its own Ajv
+ * (a twentieth of a tool call's time in a profile, docs/benchmarks.md). It keeps no caller's data.
+ */
+const schemaValidator = new AjvJsonSchemaValidator();
+
 /** One request's MCP server: the tools this caller may use, nothing kept after it. */
 function mcpServer(services: Services, caller: ToolCaller): Server {
-  const server = new Server({ name: 'tessera', version: '1' }, { capabilities: { tools: {} }, instructions: 'Tessera holds OAuth connections to providers (GitHub, Slack, …) for an organization. list_integrations shows what is connected; <provider>_api calls that provider\'s API as the connected account.' });
+  const server = new Server({ name: 'tessera', version: '1' }, { capabilities: { tools: {} }, jsonSchemaValidator: schemaValidator, instructions: 'Tessera holds OAuth connections to providers (GitHub, Slack, …) for an organization. list_integrations shows what is connected; <provider>_api calls that provider\'s API as the connected account.' });
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listTools(services, caller.principal) }));
   server.setRequestHandler(CallToolRequestSchema, (call) => callTool(services, caller, call.params.name, call.params.arguments ?? {}));
   return server;
