@@ -21,6 +21,7 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
         title: 'Tessera',
         version: '1',
         description: 'Organization-scoped OAuth integrations: connect, store encrypted, keep alive, hand out.',
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
       },
       servers: [{ url: config.server.publicUrl }],
       webhooks: webhooks() as never,
