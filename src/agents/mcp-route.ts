@@ -18,6 +18,13 @@ import type { Services } from '../services.ts';
 import { agentUrls } from './oauth-routes.ts';
 import { callTool, listTools, type ToolCaller } from './tools.ts';
 
+/**
+ * What a JSON-RPC batch gets (docs/contract.md §9): the protocol versions this route speaks have
+ * none, and one request is one message — at most one tool call, charged once by the pipeline's
+ * rate limits (decision 239).
+ */
+const BATCH_REFUSED = { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batches are not supported' } } as const;
+
 /** The headers of the SDK's answer that reach the client. */
 const PASSED_HEADERS = ['content-type', 'mcp-protocol-version'];
 
@@ -59,8 +66,8 @@ export function mcpRoutes(app: TypedFastify, services: Services): void {
           200: { description: 'The JSON-RPC answer' },
           202: { type: 'null', description: 'A notification, accepted: no body' },
           400: Type.Object(
-            { jsonrpc: Type.Literal('2.0'), error: Type.Object({ code: Type.Integer(), message: Type.String() }), id: Type.Union([Type.String(), Type.Number(), Type.Null()]) },
-            { description: 'A message that is not MCP: a JSON-RPC error' },
+            { jsonrpc: Type.Literal('2.0'), id: Type.Union([Type.String(), Type.Number(), Type.Null()]), error: Type.Object({ code: Type.Integer(), message: Type.String() }) },
+            { description: 'A message that is not MCP, or a JSON-RPC batch (none in these protocol versions): a JSON-RPC error' },
           ),
         },
       },
@@ -72,6 +79,11 @@ export function mcpRoutes(app: TypedFastify, services: Services): void {
     },
     async (request, reply) => {
       const principal = mcpCaller(request);
+      // Refused before the SDK sees it, which would run every message of an array, tool calls included.
+      if (Array.isArray(request.body)) {
+        reply.code(400);
+        return BATCH_REFUSED;
+      }
       const server = mcpServer(services, { principal, actor: requestActor(request) });
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       await server.connect(transport);

@@ -5337,7 +5337,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description A message that is not MCP: a JSON-RPC error; or INVALID_INPUT */
+            /** @description A message that is not MCP, or a JSON-RPC batch (none in these protocol versions): a JSON-RPC error; or INVALID_INPUT */
             400: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
@@ -5347,11 +5347,11 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         jsonrpc: "2.0";
+                        id: string | number | null;
                         error: {
                             code: number;
                             message: string;
                         };
-                        id: string | number | null;
                     } | components["schemas"]["Error"];
                 };
             };
