@@ -4,8 +4,10 @@
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Answer, baseEnv, call, type PgCluster, registerAndLogin, sleep, startCluster, waitReady } from '../bench/faults/lib.ts';
+import { createTestApp } from './helpers/app.ts';
 import { runCli } from './helpers/cli.ts';
 import { TEST_DATABASE_URL } from './helpers/database.ts';
+import { bearer, registerAndLogin as registerInProcess } from './helpers/identity.ts';
 import { type ServiceProcess, spawnService } from './helpers/process.ts';
 
 const clusters: PgCluster[] = [];
@@ -47,6 +49,33 @@ const warnings = (output: string): string[] =>
     .map((line) => JSON.parse(line) as Entry)
     .filter((line) => line.level === 40)
     .map((line) => line.msg);
+
+describe('the database closed under the app (a shutdown past its timeout)', () => {
+  it('answers 503 SERVICE_UNAVAILABLE with Retry-After in the §2 shape, never 500 or 401, on REST, GraphQL and /readyz', async () => {
+    const test = await createTestApp({ background: false });
+    try {
+      const account = await registerInProcess(test.fastify, 'closed');
+      await test.database.close();
+      const answers = [
+        await test.fastify.inject({ method: 'GET', url: '/v1/integrations', headers: bearer(account.token) }),
+        await test.fastify.inject({ method: 'POST', url: '/query', headers: bearer(account.token), payload: { query: '{ organizations { id } }' } }),
+        await test.fastify.inject({ method: 'POST', url: '/v1/login', payload: { email: account.email, password: account.password } }),
+      ];
+      for (const res of answers) {
+        expect(res.statusCode, res.body).toBe(503);
+        expect(res.json()).toEqual({ success: false, error: 'The database is unavailable; retry shortly', code: 'SERVICE_UNAVAILABLE', requestId: res.headers['x-request-id'] });
+        expect(res.headers['retry-after']).toBe('2');
+      }
+      const readyz = await test.fastify.inject({ method: 'GET', url: '/readyz' });
+      expect(readyz.statusCode).toBe(503);
+      expect(readyz.json()).toEqual({ status: 'unavailable', reason: 'database unreachable' });
+      // Not a bug: no error line with a stack.
+      expect(test.logs.text).not.toMatch(/"level":50/);
+    } finally {
+      await test.close();
+    }
+  }, 240_000);
+});
 
 describe.runIf(TEST_DATABASE_URL)('PostgreSQL stopped and started under load (own throwaway cluster)', () => {
   it('answers 503 SERVICE_UNAVAILABLE with Retry-After within 10 s during the outage (REST, GraphQL, /readyz), succeeds after it without a restart, and loses or half-does nothing', async () => {
@@ -149,7 +178,7 @@ describe.runIf(TEST_DATABASE_URL)('PostgreSQL stopped and started under load (ow
     }
     // An outage is not a bug: no error line with a stack per failed request.
     expect(tessera.output()).not.toMatch(/"level":50[^\n]*"msg":"unhandled error"/);
-  }, 120_000);
+  }, 240_000);
 });
 
 describe.runIf(TEST_DATABASE_URL)('connection slots (own throwaway cluster, max_connections 20: 17 usable)', () => {
@@ -207,5 +236,5 @@ describe.runIf(TEST_DATABASE_URL)('connection slots (own throwaway cluster, max_
     const again = await Promise.all(Array.from({ length: 12 }, () => call(first.url, 'GET', '/v1/integrations', { token, timeoutMs: 20_000 })));
     expect(again.map((a) => a.status)).toEqual(Array(12).fill(200));
     expect(first.output()).not.toMatch(/"level":50[^\n]*"msg":"unhandled error"/);
-  }, 120_000);
+  }, 240_000);
 });

@@ -79,6 +79,7 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
   // queryable; its next statement fails with an error db/failure.ts classifies (503), and the pool drops it on release.
   pool.on('connect', (client) => client.on('error', () => {}));
   const db = drizzlePg(pool, { schema, ...queryObserver(options.onQuery) }) as unknown as Db;
+  let closing: Promise<void> | undefined;
   return {
     kind: 'pg',
     applicationName,
@@ -104,7 +105,8 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
       await pool.query('SELECT 1');
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    close: () => pool.end(),
+    // Once: shutdown past its timeout closes it under requests still running, then again at the end.
+    close: () => (closing ??= pool.end()),
   };
 }
 
