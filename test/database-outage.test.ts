@@ -95,7 +95,9 @@ describe.runIf(TEST_DATABASE_URL)('PostgreSQL stopped and started under load (ow
     type Sample = Answer & { kind: 'rest' | 'graphql' | 'write' | 'readyz'; endedAt: number; name?: string };
     const samples: Sample[] = [];
     let running = true;
-    const record = (kind: Sample['kind'], answer: Answer, name?: string) => samples.push({ ...answer, kind, endedAt: performance.now(), ...(name ? { name } : {}) });
+    const record = (kind: Sample['kind'], answer: Answer, name?: string): void => {
+      samples.push({ ...answer, kind, endedAt: performance.now(), ...(name ? { name } : {}) });
+    };
     const loop = async (kind: Sample['kind'], once: (i: number) => Promise<void>) => {
       for (let i = 0; running; i++) {
         await once(i);
