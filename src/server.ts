@@ -5,6 +5,7 @@ import { storeGeneratedSecrets } from './config/generated-secrets.ts';
 import type { Config } from './config/load.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { databaseFailure } from './db/failure.ts';
+import { connectionSlotsWarning, readConnectionSlots } from './db/slots.ts';
 import { users } from './db/schema.ts';
 import { createLogger } from './http/logging.ts';
 import { ensureBootstrapAdmin } from './identity/bootstrap.ts';
@@ -67,6 +68,7 @@ export async function startServer(config: Config, logger = createLogger({ level:
       await ensureBootstrapAdmin(app.services);
     });
     logger.info({ applied }, applied > 0 ? `database migrated: ${applied} migration${applied === 1 ? '' : 's'} applied` : 'database schema is up to date');
+    await warnAboutConnectionSlots(database, config, logger);
     app.startBackground();
     readiness.pending = null;
   } catch (error) {
@@ -94,6 +96,23 @@ export async function startServer(config: Config, logger = createLogger({ level:
     return stopping;
   };
   return { app, database, logger, stop };
+}
+
+/**
+ * On PostgreSQL, warns when this instance and the others connected now, each with DB_POOL_MAX
+ * connections, plus the other clients' connections, can exceed the server's slots (decision 253).
+ * A check that cannot run says so and start-up goes on.
+ */
+async function warnAboutConnectionSlots(database: Database, config: Config, logger: Logger): Promise<void> {
+  if (database.kind !== 'pg') return;
+  try {
+    const slots = await readConnectionSlots(database.db, database.applicationName);
+    const instances = slots.otherInstances + 1;
+    const warning = connectionSlotsWarning(slots, instances, config.db.poolMax);
+    if (warning) logger.warn({ ...slots, instances, poolMax: config.db.poolMax }, warning);
+  } catch (error) {
+    logger.warn({ err: error instanceof Error ? error.message.split('\n')[0] : String(error) }, 'connection slots: could not read max_connections and pg_stat_activity');
+  }
 }
 
 /** Generated secrets are news only on the start that generated them; later starts say where they come from, quietly. */

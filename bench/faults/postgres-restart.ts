@@ -6,7 +6,9 @@
  *   B. `pg_ctl stop -m fast`, 3 s down, `pg_ctl start` (long enough to watch /readyz).
  *
  * Expected: /readyz answers 503 while the database is down (B; A if the outage is long
- * enough to be sampled) and never anything but 200 or 503, Tessera recovers by itself (same process, never restarted), no
+ * enough to be sampled) and never anything but 200 or 503, a request that fails during the outage
+ * answers 503 SERVICE_UNAVAILABLE with Retry-After (docs/contract.md §2; 500 before issue 35),
+ * Tessera recovers by itself (same process, never restarted), no
  * 5xx or network failure for requests started after /readyz is 200 again, no request hangs
  * during the outage beyond DB_CONNECT_TIMEOUT + margin, and nothing is lost (the
  * integrations and the very same tokens are still readable).
@@ -133,6 +135,13 @@ try {
       `[${outage.name}] requests during the outage fail fast (≤ DB_CONNECT_TIMEOUT ${CONNECT_TIMEOUT_S} s + 3 s), never hang`,
       slowest <= CONNECT_TIMEOUT_S * 1000 + 3000 && during.every((s) => s.status !== 0),
       `${statusCounts(during)}; failures ${latencySummary(failed.map((s) => s.ms))}; slowest ${slowest.toFixed(0)} ms; codes ${[...new Set(failed.map((s) => s.json.code ?? s.error))].join(',')}`,
+    );
+    // docs/contract.md §2: an unreachable database is a 503 SERVICE_UNAVAILABLE with Retry-After, never a 500 (issue 35).
+    const notUnavailable = failed.filter((s) => !(s.status === 503 && s.json.code === 'SERVICE_UNAVAILABLE' && s.json.success === false && typeof s.json.requestId === 'string' && /^\d+$/.test(s.headers.get('retry-after') ?? '')));
+    report.check(
+      `[${outage.name}] every request that failed during the outage answered 503 SERVICE_UNAVAILABLE with Retry-After (§2 shape)`,
+      notUnavailable.length === 0,
+      `${failed.length} failed; Retry-After ${[...new Set(failed.map((s) => s.headers.get('retry-after')))].join(',')}${notUnavailable.length ? ` — not: ${notUnavailable.slice(0, 5).map((s) => `${s.path} ${s.status} ${s.json.code ?? s.error ?? ''}`).join('; ')}` : ''}`,
     );
     // Until the next outage begins: a request still running when it does is that outage's.
     const after = samples.filter((s) => s.startedAt >= end && s.endedAt < next);

@@ -35,7 +35,7 @@ export function databaseFix(config: Config): string {
 export async function openConfiguredDatabase(config: Config): Promise<Database> {
   let database: Database | undefined;
   try {
-    database = config.db.url ? await openPostgres({ url: config.db.url, ...config.db }) : await openPglite({ dataDir: config.db.dataDir });
+    database = config.db.url ? await openPostgres({ url: config.db.url, ...config.db, applicationName: 'tessera-cli' }) : await openPglite({ dataDir: config.db.dataDir });
     await database.ping();
     return database;
   } catch (error) {

@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/load.ts';
 import { type Database, DataDirLockedError, MIGRATIONS_DIR, queryRows, sql } from '../db/client.ts';
+import { connectionSlotsWarning, readConnectionSlots } from '../db/slots.ts';
 import { missingKeyIds } from '../secrets/keyring-check.ts';
 import { databaseFix, databaseLabel, loadSettings, openConfiguredDatabase } from './database.ts';
 import { CliFailure, clean, line, printJson } from './output.ts';
@@ -92,6 +93,15 @@ async function storageChecks(config: Config): Promise<Check[]> {
         ? { check: 'database', status: 'warn', detail: `${where} answers; ${pending} migration${pending === 1 ? '' : 's'} pending`, fix: 'run `tessera migrate` (start-up applies them too)' }
         : { check: 'database', status: 'ok', detail: `${where} answers; schema up to date (${applied} migrations)` },
     );
+    if (database.kind === 'pg') {
+      // Judged for one more instance than are connected now: the one about to start (decision 253). A line only when they may not fit.
+      const slots = await readConnectionSlots(database.db, null);
+      const warning = connectionSlotsWarning(slots, slots.otherInstances + 1, config.db.poolMax);
+      if (warning) {
+        const [numbers, fix] = warning.split(' Fix: ');
+        checks.push({ check: 'connections', status: 'warn', detail: numbers?.replace(/^connection slots: /, '') ?? warning, fix: fix ?? 'lower DB_POOL_MAX or raise max_connections' });
+      }
+    }
     if (applied === 0) {
       checks.push({ check: 'keyring', status: 'ok', detail: `${keys}; nothing is encrypted yet` });
       return checks;

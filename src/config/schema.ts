@@ -94,7 +94,8 @@ export const ConfigSchema = Type.Object(
       dataDir: setting(Type.String({ minLength: 1, default: './data' }), { env: 'DATA_DIR' }),
       poolMax: Count('DB_POOL_MAX', 1, 10),
       statementTimeout: Seconds('DB_STATEMENT_TIMEOUT', 30, 'seconds a statement may run'),
-      connectTimeout: Seconds('DB_CONNECT_TIMEOUT', 5, 'seconds to wait for a connection'),
+      // At most 10: a request that needs the database is answered within 10 seconds, a 503 when it waited for none (docs/contract.md §2, decision 251).
+      connectTimeout: setting(Type.Integer({ minimum: 1, maximum: 10, default: 5, description: 'seconds to wait for a connection (1–10)' }), { env: 'DB_CONNECT_TIMEOUT' }),
     }),
     secrets: section({ keys: Type.Optional(Text('ENCRYPTION_KEYS', {}, true)) }),
     auth: section({

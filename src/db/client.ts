@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -19,6 +19,8 @@ const STARTUP_LOCK_KEY = 7_214_003_117;
 
 export interface Database {
   readonly kind: 'pg' | 'pglite';
+  /** The `application_name` of its connections on PostgreSQL; null on PGlite. */
+  readonly applicationName: string | null;
   readonly db: Db;
   /**
    * Applies the committed SQL migrations, then runs `then` (the other start-up steps), all
@@ -43,7 +45,15 @@ export interface PgOptions {
   connectTimeout: number;
   /** Sees the text of every statement Drizzle runs (tests count them); nothing when absent. */
   onQuery?: (query: string) => void;
+  /**
+   * The connections' `application_name`. By default `tessera/<random id>`, one per process: the
+   * connection-slot check counts the other instances by it (db/slots.ts, decision 253).
+   */
+  applicationName?: string;
 }
+
+/** `application_name` of a Tessera instance's connections: `tessera/` and an id of this process's pool. */
+export const INSTANCE_APPLICATION_PREFIX = 'tessera/';
 
 /**
  * PostgreSQL through a `pg` pool. Drivers load lazily: each costs start-up time the other backend
@@ -52,6 +62,7 @@ export interface PgOptions {
  */
 export async function openPostgres(options: PgOptions): Promise<Database> {
   const pg = createRequire(import.meta.url)('pg') as typeof import('pg');
+  const applicationName = options.applicationName ?? `${INSTANCE_APPLICATION_PREFIX}${randomBytes(4).toString('hex')}`;
   const [{ drizzle: drizzlePg }, { migrate: migratePg }] = await Promise.all([import('drizzle-orm/node-postgres'), import('drizzle-orm/node-postgres/migrator')]);
   const pool = new pg.Pool({
     connectionString: options.url,
@@ -59,17 +70,23 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
     connectionTimeoutMillis: options.connectTimeout * 1000,
     statement_timeout: options.statementTimeout * 1000,
     idleTimeoutMillis: 30_000,
-    application_name: 'tessera',
+    application_name: applicationName,
   });
   // An idle client losing its server (e.g. PostgreSQL restarted) must not crash the process.
   pool.on('error', () => {});
+  // Nor one checked out between two statements (a request's transaction waiting for its handler): `pg` emits the
+  // socket's error on the client, which pg-pool listens to only while the client is idle. The client is then not
+  // queryable; its next statement fails with an error db/failure.ts classifies (503), and the pool drops it on release.
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = drizzlePg(pool, { schema, ...queryObserver(options.onQuery) }) as unknown as Db;
+  let closing: Promise<void> | undefined;
   return {
     kind: 'pg',
+    applicationName,
     db,
     async migrate(then) {
       // Not a pool client: with DB_POOL_MAX=1 the steps under the lock would wait for it forever.
-      const client = new pg.Client({ connectionString: options.url, connectionTimeoutMillis: options.connectTimeout * 1000, application_name: 'tessera' });
+      const client = new pg.Client({ connectionString: options.url, connectionTimeoutMillis: options.connectTimeout * 1000, application_name: applicationName });
       client.on('error', () => {});
       await client.connect();
       try {
@@ -88,7 +105,8 @@ export async function openPostgres(options: PgOptions): Promise<Database> {
       await pool.query('SELECT 1');
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    close: () => pool.end(),
+    // Once: shutdown past its timeout closes it under requests still running, then again at the end.
+    close: () => (closing ??= pool.end()),
   };
 }
 
@@ -133,6 +151,7 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
   let closed = false;
   return {
     kind: 'pglite',
+    applicationName: null,
     db,
     async migrate(then) {
       const before = await appliedMigrations(client);

@@ -2,6 +2,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type DocumentNode, GraphQLError, type GraphQLSchema, NoSchemaIntrospectionCustomRule, parse, type ValidationRule, visit } from 'graphql';
 import mercurius from 'mercurius';
 import { type Static, Type } from 'typebox';
+import type { FastifyRequest } from 'fastify';
+import { databaseUnavailable } from '../db/failure.ts';
+import { databaseUnavailableError } from '../http/error-handler.ts';
 import { AppError, type ErrorDetail } from '../http/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
 import type { TypedFastify } from '../http/typed.ts';
@@ -10,6 +13,24 @@ import { documentCost, maxDepthRule, tooExpensive } from './limits.ts';
 import { type GraphQLContext, graphqlContext } from './context.ts';
 import { inputDetails, inputMessage } from './input-errors.ts';
 import { graphqlSchema } from './schema.ts';
+
+/**
+ * A request whose resolvers met the database unavailable (or were refused 503): what they met. The
+ * whole request then answers 503 in the REST shape (docs/contract.md §6, decision 252), never a 200
+ * with `INTERNAL` errors in it.
+ */
+const unavailable = new WeakMap<FastifyRequest, unknown>();
+
+function noteUnavailable(request: FastifyRequest | undefined, errors: readonly GraphQLError[] | undefined): void {
+  if (!request || unavailable.has(request)) return;
+  for (const error of errors ?? []) {
+    const original = error.originalError;
+    if ((original instanceof AppError && original.code === 'SERVICE_UNAVAILABLE') || (original && !(original instanceof AppError) && databaseUnavailable(original))) {
+      unavailable.set(request, original);
+      return;
+    }
+  }
+}
 
 interface FormattedError {
   message: string;
@@ -88,6 +109,10 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
       if (refused) reply.code(400);
       // Mutations of one request commit together or not at all.
       if (failed) await request.ctx.rollback();
+      if (unavailable.has(request)) {
+        const cause = unavailable.get(request);
+        throw cause instanceof AppError ? cause : databaseUnavailableError(cause);
+      }
       return batch ? results : results[0];
     },
   );
@@ -104,13 +129,16 @@ async function registerExecutor(app: TypedFastify, services: Services, schema: G
     routes: false,
     graphiql: false,
     validationRules: rules,
-    errorFormatter: (execution, context) => ({
+    errorFormatter: (execution, context) => {
+      noteUnavailable((context as unknown as Partial<GraphQLContext>).request, execution.errors);
+      return {
       statusCode: 200,
       response: {
         data: execution.data ?? null,
         errors: (execution.errors ?? []).map((error) => format(error, (context as unknown as Partial<GraphQLContext>).request?.log ?? services.logger)) as unknown as GraphQLError[],
       },
-    }),
+    };
+    },
   });
 }
 
@@ -203,6 +231,8 @@ function formatError(error: GraphQLError, log: Pick<FastifyBaseLogger, 'error'>,
           : 'The document does not match the schema';
     return { message, ...base, extensions: withDetails(code) };
   }
+  // The request answers 503 (noteUnavailable): not a resolver's bug.
+  if (databaseUnavailable(original)) return { message: 'The database is unavailable; retry shortly', ...base, extensions: { code: 'SERVICE_UNAVAILABLE' } };
   // The request's logger: the line carries the request id.
   log.error({ err: original, path: error.path }, 'GraphQL resolver failed');
   return { message: 'Internal server error', ...base, extensions: { code: 'INTERNAL' } };

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/client.ts';
+import { databaseUnavailable } from '../db/failure.ts';
 
 export type Role = 'owner' | 'admin' | 'member';
 export type CredentialKind = 'jwt' | 'pat' | 'api_token' | 'service_token' | 'capability';
@@ -159,7 +160,8 @@ export class RequestContext {
     try {
       await (await segment).finish(false);
     } catch (error) {
-      this.log.error({ err: error }, 'rollback failed');
+      // A connection that is gone took its transaction with it: the server rolled it back, nothing to report.
+      if (!databaseUnavailable(error)) this.log.error({ err: error }, 'rollback failed');
     }
   }
 

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { DATABASE_RETRY_AFTER_SECONDS, databaseUnavailable } from '../db/failure.ts';
 import { AppError, type ErrorCode, type ErrorDetail, errorBody } from './errors.ts';
 
 /**
@@ -21,6 +22,10 @@ export function errorHandler(authenticationFailed?: (request: FastifyRequest) =>
       // A stack the first time in a window; the same failure again (a database outage fails every request alike) only counts.
       const suppressed = throttle.admit(error);
       if (suppressed !== null) request.log.error({ err: error, ...(suppressed > 0 ? { suppressedSimilar: suppressed } : {}) }, 'unhandled error');
+    } else if (appError.cause !== undefined && appError.code === 'SERVICE_UNAVAILABLE' && databaseUnavailable(appError.cause)) {
+      // An outage fails every request alike: one line per kind of failure per window, no stack, never the query's parameters.
+      const suppressed = throttle.admit(appError.cause);
+      if (suppressed !== null) request.log.warn({ code: appError.code, reason: databaseReason(appError.cause), ...(suppressed > 0 ? { suppressedSimilar: suppressed } : {}) }, appError.message);
     } else if (appError.status >= 500) {
       // Provider failures and shutdown are expected conditions, not bugs: one line, no stack.
       request.log.warn({ code: appError.code, cause: causeName(appError.cause) }, appError.message);
@@ -83,6 +88,7 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
 /** Maps anything thrown to the contract's error table; unknown errors become INTERNAL. */
 function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
+  if (databaseUnavailable(error)) return databaseUnavailableError(error);
   const fastifyError = error as FastifyError & { validationContext?: string };
   if (Array.isArray(fastifyError?.validation)) {
     return new AppError('INVALID_INPUT', { details: validationDetails(fastifyError.validation, fastifyError.validationContext) });
@@ -98,6 +104,28 @@ function toAppError(error: unknown): AppError {
   const byStatus = typeof fastifyError?.code === 'string' && fastifyError.code.startsWith('FST_ERR_') ? STATUS_CODES[fastifyError.statusCode ?? 0] : undefined;
   if (byStatus) return new AppError(byStatus);
   return new AppError('INTERNAL', { cause: error });
+}
+
+/**
+ * The answer while the database is unreachable, restarting, out of connection slots or closed by
+ * shutdown (docs/contract.md §2): 503 with `Retry-After` (decision 250). The request's
+ * transaction was rolled back (or never opened): nothing half-done.
+ */
+export function databaseUnavailableError(cause: unknown): AppError {
+  return new AppError('SERVICE_UNAVAILABLE', {
+    message: 'The database is unavailable; retry shortly',
+    headers: { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) },
+    cause,
+  });
+}
+
+/** The innermost message of a database failure, first line, without a query's text or parameters. */
+function databaseReason(error: unknown): string {
+  let root = error;
+  while (root instanceof Error && root.cause instanceof Error) root = root.cause;
+  const code = (root as { code?: unknown })?.code;
+  const message = root instanceof Error && !root.message.startsWith('Failed query') ? (root.message.split('\n')[0] ?? '').slice(0, 200) : 'query failed';
+  return typeof code === 'string' ? `${code}: ${message}` : message;
 }
 
 /** The contract's code for a client-error status Fastify raises with a code of its own. */

@@ -243,7 +243,7 @@ function notFound(request: FastifyRequest): AppError {
 
 /**
  * Runs the handler, then commits the request transaction and only then lets
- * Fastify send the payload: a failed commit becomes a 500, never a 200.
+ * Fastify send the payload: a failed commit becomes a 500 (503 when the database is unreachable), never a 200.
  */
 function wrapHandler(route: RouteOptions): void {
   const handler = route.handler;
