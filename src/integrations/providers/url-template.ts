@@ -71,10 +71,10 @@ export function hostLabelFields(templates: readonly string[], entered: readonly 
 export function enteredHostPattern(template: string, entered: readonly string[]): RegExp | null {
   const parts = split(template);
   if (!parts || !names(parts.host).some((name) => entered.includes(name))) return null;
-  const escape = (text: string) => text.replace(/[.*+?^$()|[\]\\/-]/g, '\\$&');
+  const literal = (text: string) => text.replace(/[.*+?^$()|[\]\\/-]/g, '\\$&');
   const host = parts.host
     .split(PLACEHOLDER)
-    .map((piece, index) => (index % 2 === 1 ? '[a-z0-9-]{1,63}' : escape(piece.toLowerCase())))
+    .map((piece, index) => (index % 2 === 1 ? '[a-z0-9-]{1,63}' : literal(piece.toLowerCase())))
     .join('');
   return new RegExp(`^${host}$`);
 }
