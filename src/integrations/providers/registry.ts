@@ -22,7 +22,7 @@ import { customProvider } from './custom.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFetch } from './transport.ts';
 import { EnteredValueRefused, enteredHostPattern, enteredUrlProblems, fillUrlTemplate, hostLabelFields } from './url-template.ts';
-import type { OutboundGuard } from '../../lib/outbound.ts';
+import { createOutboundGuard, type OutboundGuard } from '../../lib/outbound.ts';
 import { ENTERED_MODES, type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
@@ -70,6 +70,8 @@ export function buildProviderRegistry(
   observe?: ObserveCall,
   guard?: OutboundGuard,
 ): ProviderRegistry {
+  // Without one given (the command line), the guard the settings describe: a URL an entered value chose is never fetched unguarded.
+  const outboundGuard = guard ?? createOutboundGuard({ enforce: config.isProduction, allowCidrs: config.outbound.allowCidrs });
   const byId = new Map(definitions.map((definition) => [definition.id, definition]));
   const problems: string[] = [];
   for (const [id, settings] of Object.entries(config.providers)) {
@@ -105,11 +107,11 @@ export function buildProviderRegistry(
     if (ENTERED_MODES.includes(definition.authMode)) {
       // Credentials a person enters need nothing of the deployment's: a custom definition, or a built-in switched on, is configured.
       if (settings.definition === undefined && settings.enabled !== true) continue;
-      configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, observe, guard));
+      configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, observe, outboundGuard));
       continue;
     }
     if (!settings.clientId || !settings.clientSecret) continue;
-    configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe, guard));
+    configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe, outboundGuard));
   }
   return {
     get: (id) => configured.get(id),
