@@ -22,6 +22,7 @@ import { PasswordHasher } from './identity/password.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { identitySlots } from './identity/steps.ts';
 import { buildProviderRegistry } from './integrations/providers/registry.ts';
+import { createOutboundGuard, type OutboundGuardOptions } from './lib/outbound.ts';
 import { integrationRoutes } from './integrations/routes/index.ts';
 import { Revocations } from './integrations/revocations.ts';
 import { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
@@ -42,6 +43,8 @@ export interface AppOptions {
   slots?: Partial<PipelineSlots>;
   /** Registers extra routes inside the pipeline (tests). */
   routes?: (app: FastifyInstance, services: Services) => void | Promise<void>;
+  /** The outbound guard's resolver and extra trusted CAs (tests answer DNS and serve https fakes). */
+  outbound?: Pick<OutboundGuardOptions, 'lookup' | 'ca'>;
 }
 
 export interface App {
@@ -59,7 +62,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const fastify = createFastify(config, logger);
   await fastify.register(fastifyCookie);
 
-  const { services, metrics, dispatcher } = await createServices(fastify, config, database, logger);
+  const { services, metrics, dispatcher } = await createServices(fastify, config, database, logger, options.outbound);
   let validator: { stop(): Promise<void> } | null = null;
   let retention: { stop(): Promise<void> } | null = null;
   fastify.addHook('onClose', async () => {
@@ -103,7 +106,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
 }
 
 /** What routes and background work share, built once; the rate limiter registers its plugins on `fastify`. */
-async function createServices(fastify: TypedFastify, config: Config, database: Database, logger: Logger) {
+async function createServices(fastify: TypedFastify, config: Config, database: Database, logger: Logger, outbound: AppOptions['outbound'] = {}) {
   const metrics = new Metrics(database);
   const dispatcher = createDispatcher({
     db: database.db,
@@ -119,9 +122,17 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
   void passwords.prepare();
   const db = database.db;
   const outbox = createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring });
-  const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds));
+  // One guard for every URL the settings did not fix (docs/contract.md §1); webhook endpoints made through the API will use it too.
+  const outboundGuard = createOutboundGuard({
+    enforce: config.isProduction,
+    allowCidrs: config.outbound.allowCidrs,
+    ...outbound,
+    onRefused: (refused, origin) => logger.warn({ outbound: origin, host: refused.host, address: refused.address, addressClass: refused.addressClass }, 'the outbound guard refused an address'),
+  });
+  const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds), outboundGuard);
   const services: Services = {
     config,
+    outbound: outboundGuard,
     database,
     db,
     passwords,

@@ -5,6 +5,7 @@ import type { Outbox } from './events/outbox.ts';
 import type { FormGuard } from './http/form-guard.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
+import type { OutboundGuard } from './lib/outbound.ts';
 import type { Revocations } from './integrations/revocations.ts';
 import type { LifecycleMetrics, TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import type { StateCodec } from './integrations/state.ts';
@@ -24,6 +25,8 @@ export interface Services {
   outbox: Outbox;
   dispatcher: Dispatcher;
   providers: ProviderRegistry;
+  /** The outbound guard (lib/outbound.ts): every fetch of a URL the settings did not fix goes through it (docs/contract.md §1). */
+  outbound: OutboundGuard;
   stateCodec: StateCodec;
   /** Nonces of the pages' forms, and the check of their posts. */
   forms: FormGuard;

@@ -44,6 +44,7 @@ export const SETTING_CHECKS = {
   },
   corsOrigins: (c: RawConfig, at: At) => each(c.server.corsOrigins, (value) => url(value, at('CORS_ORIGINS'), { anyMode: true })),
   trustProxy: (c: RawConfig, at: At) => each(c.server.trustProxy, (value) => cidr(value, at('TRUST_PROXY'))),
+  outboundAllowCidrs: (c: RawConfig, at: At) => each(c.outbound.allowCidrs, (value) => cidr(value, at('OUTBOUND_ALLOW_CIDRS'))),
   databaseUrl: (c: RawConfig, at: At) => (c.db.url === undefined ? null : postgresUrl(c.db.url, at('DATABASE_URL (db.url)'))),
   webhooks: (c: RawConfig, at: At) => each(c.events.webhooks, (hook, index) => webhook(hook, index, at)),
   providers: (c: RawConfig, at: At) => providers(c.integrationOauthProvider, at),

@@ -25,6 +25,8 @@ export interface Config {
   retention: RawConfig['retention'];
   graphql: { introspection: boolean; maxDepth: number; maxCost: number; maxBatch: number };
   providers: Record<string, ProviderSettings>;
+  /** The outbound guard (docs/contract.md §1): ranges production may reach for webhook endpoints and entered values. */
+  outbound: { allowCidrs: string[] };
   /** Names of the secrets development mode generated (kept under DATA_DIR). */
   generatedSecrets: string[];
   /** Generated secrets not on disk yet: start-up writes them (`storeGeneratedSecrets`). */
@@ -85,8 +87,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     },
   });
   const checked = checkSettings(config, at);
-  const { publicUrl, redirectOrigins, providers, keyring, jwtKeys } = checked;
-  if (problems.length > 0 || !publicUrl || !redirectOrigins || !providers || !keyring || !jwtKeys) throw new ConfigError(problems);
+  const { publicUrl, redirectOrigins, providers, keyring, jwtKeys, outboundAllowCidrs } = checked;
+  if (problems.length > 0 || !publicUrl || !redirectOrigins || !providers || !keyring || !jwtKeys || !outboundAllowCidrs) throw new ConfigError(problems);
 
   const { jwtSecret: _s, jwtSecrets: _ss, ...auth } = config.auth;
   return {
@@ -110,6 +112,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     retention: config.retention,
     graphql: { ...config.graphql, introspection: config.graphql.introspection ?? !isProduction },
     providers,
+    outbound: { allowCidrs: outboundAllowCidrs },
     generatedSecrets: generated.used,
     secretsToStore: generated.toStore(),
     warnings,

@@ -153,6 +153,10 @@ export const ConfigSchema = Type.Object(
       maxCost: Count('GRAPHQL_MAX_COST', 1, 5000),
       maxBatch: Count('GRAPHQL_MAX_BATCH', 1, 5),
     }),
+    outbound: section({
+      // Ranges the outbound guard lets production reach, for webhook endpoints and URLs built from entered values (docs/contract.md §1).
+      allowCidrs: List('OUTBOUND_ALLOW_CIDRS'),
+    }),
     integrationOauthProvider: Type.Record(Type.String(), ProviderSettings, { default: {} }),
   },
   { additionalProperties: false },

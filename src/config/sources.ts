@@ -79,7 +79,7 @@ function readConfigFile(file: string, problems: string[]): Record<string, unknow
 
 /** A config file may write a list as one comma-separated string, as the environment does. */
 function normalizeFileLists(raw: Record<string, unknown>): void {
-  for (const path of ['server.trustProxy', 'server.corsOrigins', 'oauth.redirectOrigins']) {
+  for (const path of ['server.trustProxy', 'server.corsOrigins', 'oauth.redirectOrigins', 'outbound.allowCidrs']) {
     const value = getPath(raw, path);
     if (typeof value === 'string') setPath(raw, path, splitList(value));
   }

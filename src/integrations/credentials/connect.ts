@@ -17,7 +17,9 @@ import type { OpenWork } from '../connect/callback.ts';
 import { type ConnectedResult, storeConnection } from '../connect/store.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
-import { ENTERED_MODES, type Metadata, type MintedToken, type ProviderAccount } from '../providers/types.ts';
+import { ENTERED_MODES, type Metadata, type MintedToken, type ProviderAccount, ProviderError } from '../providers/types.ts';
+import { HOST_LABEL } from '../providers/url-template.ts';
+import { OutboundRefused } from '../../lib/outbound.ts';
 import { type ConnectSession, completeSession } from '../sessions/sessions.ts';
 import { tokenSetOf } from '../tokens/mint.ts';
 import { judged } from '../tokens/policy.ts';
@@ -63,8 +65,14 @@ export function checkFields(provider: ConfiguredProvider, raw: Record<string, un
     const trimmed = typeof value === 'string' ? value.trim() : value;
     if (trimmed === undefined || trimmed === '') details.push({ path: `credentials.${field.name}`, message: 'is required' });
     else if (typeof trimmed !== 'string' || !VALUE.test(trimmed)) details.push({ path: `credentials.${field.name}`, message: 'must be text of at most 4096 characters' });
-    else if (metadataFields.includes(field.name) && !METADATA_VALUE.test(trimmed)) details.push({ path: `credentials.${field.name}`, message: 'must be letters, digits and . _ ~ : @ - only' });
-    else fields[field.name] = trimmed;
+    else if (provider.hostFields.has(field.name)) {
+      // §5c: it fills a host label under a fixed suffix — as entered, lower-cased, with no decoding or IDNA mapping.
+      const label = trimmed.toLowerCase();
+      if (HOST_LABEL.test(label)) fields[field.name] = label;
+      else details.push({ path: `credentials.${field.name}`, message: 'must be a host name label: letters, digits and hyphens (at most 63, no hyphen first or last)' });
+    } else if (metadataFields.includes(field.name) && (!METADATA_VALUE.test(trimmed) || /^\.+$/.test(trimmed))) {
+      details.push({ path: `credentials.${field.name}`, message: 'must be letters, digits and . _ ~ : @ - only (not dots alone)' });
+    } else fields[field.name] = trimmed;
   }
   if (details.length > 0) throw new AppError('INVALID_INPUT', { details });
   return fields;
@@ -95,6 +103,14 @@ export async function verifyCredentials(services: Services, input: CredentialsIn
     const { account, minted } = await verify(provider.contextFor(entered), fields);
     return { input, fields, account, ...(minted ? { minted } : {}), metadata: { ...minted?.metadata, ...account.metadata, ...entered } };
   } catch (error) {
+    // The request chose this URL: an address the outbound guard refuses is the input's fault (docs/contract.md §1).
+    if (error instanceof ProviderError && error.cause instanceof OutboundRefused) {
+      input.log.warn({ provider: provider.id, stage: 'verify', outbound: 'refused', addressClass: error.cause.addressClass }, 'the outbound guard refused the verification call');
+      const named = [...provider.hostFields];
+      throw new AppError('INVALID_INPUT', {
+        details: (named.length > 0 ? named : ['provider']).map((name) => ({ path: name === 'provider' ? name : `credentials.${name}`, message: 'leads to an address Tessera does not reach' })),
+      });
+    }
     const failed = judged(error, 'verify');
     input.log.warn({ provider: provider.id, stage: 'verify', kind: failed.kind, providerCode: failed.failure.providerCode }, 'entered credentials failed verification');
     // A configuration fault concerns the integration being replaced, if there is one; a rejection changes nothing stored.

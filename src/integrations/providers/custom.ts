@@ -9,6 +9,8 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { type Static, Type } from 'typebox';
 import { allowedScheme } from '../../config/checks.ts';
 import { defineProvider } from './engine.ts';
+import { placeholders } from './json.ts';
+import { enteredUrlProblems } from './url-template.ts';
 import type { ProviderDefinition } from './types.ts';
 
 const Url = Type.String({ minLength: 1, maxLength: 2048 });
@@ -84,7 +86,7 @@ export function customProvider(id: string, raw: unknown, isProduction: boolean):
     ['userInfo.url', definition.userInfo.url],
     ...(definition.revokeUrl ? ([['revokeUrl', definition.revokeUrl]] as [string, string][]) : []),
   ];
-  const problems = urls.flatMap(([key, value]) => urlProblem(value, isProduction).map((problem) => `${label}.${key}: ${problem}`));
+  const problems = urls.flatMap(([key, value]) => [...placeholderProblems(value, []), ...urlProblem(value, isProduction)].map((problem) => `${label}.${key}: ${problem}`));
   if (problems.length > 0) return problems;
   return defineProvider({
     id,
@@ -139,7 +141,12 @@ function customCredentialProvider(id: string, raw: unknown, isProduction: boolea
   const urls: [string, string][] = [['apiUrl', definition.apiUrl]];
   if (definition.userInfo) urls.push(['userInfo.url', definition.userInfo.url]);
   if (definition.tokenUrl) urls.push(['tokenUrl', definition.tokenUrl]);
-  problems.push(...urls.flatMap(([key, value]) => urlProblem(value.replace(/\{[A-Za-z][A-Za-z0-9_.]*\}/g, 'x'), isProduction).map((problem) => `${label}.${key}: ${problem}`)));
+  const metadata = definition.metadata ?? [];
+  problems.push(
+    ...urls.flatMap(([key, value]) =>
+      [...placeholderProblems(value, metadata), ...urlProblem(value.replace(/\{[A-Za-z][A-Za-z0-9_.]*\}/g, 'x'), isProduction)].map((problem) => `${label}.${key}: ${problem}`),
+    ),
+  );
   if (problems.length > 0) return problems;
   return defineProvider({
     id,
@@ -166,6 +173,17 @@ function customCredentialProvider(id: string, raw: unknown, isProduction: boolea
         }
       : {}),
   });
+}
+
+/**
+ * §5c: a placeholder in a URL names an entered, non-secret metadata field, and stands only for a
+ * whole host label under a fixed suffix, a path segment or a query value — never the scheme,
+ * the userinfo, the whole host or the port.
+ */
+function placeholderProblems(value: string, metadata: readonly string[]): string[] {
+  const named = placeholders(value);
+  const unknown = [...new Set(named.filter((name) => !metadata.includes(name)))].map((name) => `{${name}} is not a metadata field: only an entered field listed under metadata may fill a URL`);
+  return [...enteredUrlProblems(value, named), ...unknown];
 }
 
 /** HTTPS, except loopback http in development (docs/contract.md §1); no userinfo or fragment. */

@@ -21,6 +21,8 @@ import type { ProviderSettings } from '../../config/schema.ts';
 import { customProvider } from './custom.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFetch } from './transport.ts';
+import { EnteredValueRefused, enteredHostPattern, enteredUrlProblems, fillUrlTemplate, hostLabelFields } from './url-template.ts';
+import { createOutboundGuard, type OutboundGuard } from '../../lib/outbound.ts';
 import { ENTERED_MODES, type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
@@ -41,6 +43,8 @@ export interface ConfiguredProvider {
   redirectUri: string;
   /** Scopes requested when a start names none; also the allowed set. */
   scopes: string[];
+  /** Entered fields that fill a host label of its URLs (§5c): entered as LDH labels, lower-cased. */
+  hostFields: ReadonlySet<string>;
   /** The context before an integration exists (authorize URL, code exchange): endpoints that need no metadata. */
   context: ProviderContext;
   /** The context of one integration: endpoints filled from its metadata (Salesforce's instance, Zoom's API host). */
@@ -64,7 +68,10 @@ export function buildProviderRegistry(
   config: Config,
   definitions: readonly ProviderDefinition[] = DEFINITIONS,
   observe?: ObserveCall,
+  guard?: OutboundGuard,
 ): ProviderRegistry {
+  // Without one given (the command line), the guard the settings describe: a URL an entered value chose is never fetched unguarded.
+  const outboundGuard = guard ?? createOutboundGuard({ enforce: config.isProduction, allowCidrs: config.outbound.allowCidrs });
   const byId = new Map(definitions.map((definition) => [definition.id, definition]));
   const problems: string[] = [];
   for (const [id, settings] of Object.entries(config.providers)) {
@@ -84,6 +91,12 @@ export function buildProviderRegistry(
   for (const definition of byId.values()) {
     const settings = config.providers[definition.id];
     if (definition.authMode === 'app_installation' && settings?.clientId && settings.clientSecret) problems.push(...appSettingsMissing(definition.id, settings));
+    // §5c: an entered value fills a URL only as a host label under a fixed suffix, a path segment or a query value.
+    if (settings && definition.metadataFields.length > 0) {
+      for (const [key, template] of Object.entries(templatesOf(definition, settings))) {
+        for (const problem of enteredUrlProblems(template, definition.metadataFields)) problems.push(`integrationOauthProvider.${definition.id}.${key}: ${problem}`);
+      }
+    }
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
@@ -94,11 +107,11 @@ export function buildProviderRegistry(
     if (ENTERED_MODES.includes(definition.authMode)) {
       // Credentials a person enters need nothing of the deployment's: a custom definition, or a built-in switched on, is configured.
       if (settings.definition === undefined && settings.enabled !== true) continue;
-      configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, observe));
+      configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, observe, outboundGuard));
       continue;
     }
     if (!settings.clientId || !settings.clientSecret) continue;
-    configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe));
+    configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe, outboundGuard));
   }
   return {
     get: (id) => configured.get(id),
@@ -124,22 +137,45 @@ function appJwtSigner(key: KeyObject): (claims: Record<string, unknown>) => stri
   };
 }
 
-function configure(
-  config: Config,
-  definition: ProviderDefinition,
-  settings: ProviderSettings & { clientId: string; clientSecret: string },
-  observe?: ObserveCall,
-): ConfiguredProvider {
-  const overrides = settings;
-  const templates = {
+/** A definition's endpoint templates with the deployment's overrides applied. */
+function templatesOf(definition: ProviderDefinition, overrides: ProviderSettings): ProviderEndpoints {
+  return {
     authUrl: overrides.installUrl ?? overrides.authUrl ?? definition.endpoints.authUrl,
     tokenUrl: overrides.tokenUrl ?? definition.endpoints.tokenUrl,
     apiUrl: (overrides.apiUrl ?? definition.endpoints.apiUrl).replace(/\/+$/, ''),
     ...(overrides.userinfoUrl ?? definition.endpoints.userInfoUrl ? { userInfoUrl: overrides.userinfoUrl ?? definition.endpoints.userInfoUrl } : {}),
     ...(overrides.revokeUrl ?? definition.endpoints.revokeUrl ? { revokeUrl: overrides.revokeUrl ?? definition.endpoints.revokeUrl } : {}),
   };
+}
+
+function configure(
+  config: Config,
+  definition: ProviderDefinition,
+  settings: ProviderSettings & { clientId: string; clientSecret: string },
+  observe?: ObserveCall,
+  guard?: OutboundGuard,
+): ConfiguredProvider {
+  const overrides = settings;
+  const templates = templatesOf(definition, overrides);
+  const entered = definition.metadataFields;
+  const allTemplates = Object.values(templates) as string[];
+  // A URL whose host an entered value chose is fetched through the outbound guard (docs/contract.md §1, §5c).
+  const enteredHosts = allTemplates.map((template) => enteredHostPattern(template, entered)).filter((pattern): pattern is RegExp => pattern !== null);
+  const outboundOf = (url: string | URL): ProviderRequest['outbound'] => {
+    if (enteredHosts.length === 0) return undefined;
+    let host: string;
+    try {
+      host = new URL(url).hostname;
+    } catch {
+      return undefined;
+    }
+    return enteredHosts.some((pattern) => pattern.test(host)) ? 'entered' : undefined;
+  };
   const timeoutMs = config.oauth.providerTimeout * 1000;
-  const send = (call: Omit<ProviderRequest, 'provider'>, maxBytes = MAX_BODY) => providerFetch({ ...call, provider: definition.id }, { timeoutMs, maxBytes }, observe);
+  const send = (call: Omit<ProviderRequest, 'provider'>, maxBytes = MAX_BODY) => {
+    const outbound = call.outbound ?? outboundOf(call.url);
+    return providerFetch({ ...call, provider: definition.id, ...(outbound ? { outbound } : {}) }, { timeoutMs, maxBytes, ...(guard ? { guard } : {}) }, observe);
+  };
   const request: ProviderContext['request'] = async (url, init) => {
     const answer = await send({ url, ...init });
     return { status: answer.status, headers: answer.headers, body: answer.body.toString('utf8') };
@@ -158,13 +194,13 @@ function configure(
       if (fromMetadata.has(key)) checkMetadataUrl(definition, key, value, config.isProduction);
     }
     const values: Record<string, unknown> = { ...definition.defaults, ...metadata, ...settingValues };
-    const endpoints = resolveEndpoints(templates, values);
+    const endpoints = resolveEndpoints(templates, values, entered);
     const all = { ...values, ...endpoints };
     return {
       endpoints,
       clientId: settings.clientId,
       clientSecret: settings.clientSecret,
-      resolve: (template) => fillTemplate(template, all),
+      resolve: (template) => fillEntered(template, all, entered),
       request,
       ...(signAppJwt ? { signAppJwt } : {}),
     };
@@ -178,6 +214,7 @@ function configure(
     clientSecret: settings.clientSecret,
     redirectUri: `${clientEndpoint}/v1/integrations/oauth/callback`,
     scopes: settings.scopes?.length ? settings.scopes : definition.defaultScopes,
+    hostFields: hostLabelFields(allTemplates, entered),
     context: contextFor({}),
     contextFor,
     send,
@@ -205,11 +242,25 @@ function checkMetadataUrl(definition: ProviderDefinition, key: string, value: un
   if (url.username || url.password || !allowedScheme(url, isProduction) || !(loopback || listed)) throw refuse();
 }
 
+/**
+ * A template filled, entered values as §5c says (url-template.ts). A stored value that is not a
+ * host label (stored before the rule) leaves a host under `.invalid`, which never resolves
+ * (RFC 6761): the call fails as the provider unreachable, and goes nowhere else.
+ */
+function fillEntered(template: string, values: Record<string, unknown>, entered: readonly string[]): string {
+  try {
+    return fillUrlTemplate(template, values, entered, fillTemplate);
+  } catch (error) {
+    if (error instanceof EnteredValueRefused) return 'https://entered-value-refused.invalid';
+    throw error;
+  }
+}
+
 /** Each endpoint template filled; one whose placeholder has no value yet (metadata to come) is left empty. */
-function resolveEndpoints(templates: ProviderEndpoints, values: Record<string, unknown>): ProviderEndpoints {
+function resolveEndpoints(templates: ProviderEndpoints, values: Record<string, unknown>, entered: readonly string[]): ProviderEndpoints {
   const fill = (template: string) => {
     try {
-      return fillTemplate(template, values);
+      return fillEntered(template, values, entered);
     } catch {
       return '';
     }

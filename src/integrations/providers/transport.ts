@@ -6,6 +6,7 @@
  * span) wraps this one function.
  */
 import { ProviderError } from './types.ts';
+import { type OutboundGuard, type OutboundOrigin, OutboundRefused } from '../../lib/outbound.ts';
 import { providerCallSpan } from '../../telemetry/tracing.ts';
 
 /** One request to a provider, as data. */
@@ -16,6 +17,12 @@ export interface ProviderRequest {
   method: string;
   headers: Record<string, string>;
   body?: string;
+  /**
+   * Set when the deployment's settings did not fix this URL: where it came from (§1's outbound
+   * guard). `entered` — built from an entered value (§5c); later `client_metadata`, `webhook`,
+   * `key_set`. Such a call goes through `TransportLimits.guard`.
+   */
+  outbound?: OutboundOrigin;
 }
 
 /** A provider's answer: its status, headers and the whole body (within the cap). */
@@ -29,6 +36,8 @@ export interface ProviderAnswer {
 export interface TransportLimits {
   timeoutMs: number;
   maxBytes: number;
+  /** The outbound guard (lib/outbound.ts) for requests naming an `outbound` origin; without one such a request is refused. */
+  guard?: OutboundGuard;
 }
 
 /** Reports each call: the provider, its outcome (the HTTP status, or `transient`) and its duration. */
@@ -49,17 +58,19 @@ async function call(request: ProviderRequest, limits: TransportLimits, observe?:
   const started = performance.now();
   const report = (outcome: string) => observe?.(request.provider, outcome, (performance.now() - started) / 1000);
   let response: Response;
+  const init = { method: request.method, headers: request.headers, ...(request.body !== undefined ? { body: request.body } : {}), signal: AbortSignal.timeout(limits.timeoutMs) };
   try {
-    response = await fetch(request.url, {
-      method: request.method,
-      headers: request.headers,
-      ...(request.body !== undefined ? { body: request.body } : {}),
-      redirect: 'manual',
-      signal: AbortSignal.timeout(limits.timeoutMs),
-    });
+    if (request.outbound !== undefined) {
+      // A URL the settings did not fix: only through the guard, which checks the address it connects to.
+      if (!limits.guard) throw new OutboundRefused(new URL(request.url).hostname, '', 'invalid');
+      response = await limits.guard.fetch(request.url, init, request.outbound);
+    } else {
+      response = await fetch(request.url, { ...init, redirect: 'manual' });
+    }
   } catch (error) {
     report('transient');
-    const timedOut = error instanceof DOMException && (error.name === 'TimeoutError' || error.name === 'AbortError');
+    if (error instanceof OutboundRefused) throw new ProviderError('transient', 'provider address refused by the outbound guard', { cause: error });
+    const timedOut = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
     throw new ProviderError('transient', timedOut ? 'provider timed out' : 'provider unreachable', { cause: error });
   }
   report(String(response.status));
