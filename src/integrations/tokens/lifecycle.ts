@@ -260,7 +260,8 @@ export class TokenLifecycle {
    */
   private async validateByMint(loaded: LoadedIntegration, actor: AuditActor, settle = true): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
     try {
-      const after = await this.singleFlight.run(loaded.row, (latest) => this.mintHoldingLease(latest, actor, 'validate', settle));
+      // A check that must not settle answers for a provider event: it asks GitHub now, never a mint of seconds ago.
+      const after = await this.singleFlight.run(loaded.row, (latest) => this.mintHoldingLease(latest, actor, 'validate', settle), { coalesce: settle });
       return { loaded: after, outcome: { kind: 'valid' } };
     } catch (error) {
       if (!(error instanceof JudgedFailure)) throw error;
