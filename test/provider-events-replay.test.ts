@@ -109,6 +109,9 @@ async function nextValidationAt(integrationId: string): Promise<number> {
 const outcomes = (provider: string, type: string) =>
   Promise.all(['matched', 'duplicate', 'unverified'].map(async (outcome) => [outcome, await metric(t.fastify, 'tessera_provider_events_total', { provider, type, outcome })] as const)).then(Object.fromEntries);
 
+/** Every audit row, whatever its action: a replay writes none (not even a mint's `integration.refreshed`). */
+const audits = async () => (await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM audit_logs`))[0]?.n ?? 0;
+
 /** GET /user calls the GitHub fake has answered (the live check of a user's token). */
 const userCalls = () => gh.requests.filter((request) => request.path.endsWith('/user')).length;
 
@@ -128,6 +131,7 @@ describe('github_app_authorization replayed under a new delivery id', () => {
     expect(await byName()).toEqual(allConnected());
 
     const before = await changeRecords(t);
+    const auditsBefore = await audits();
     const metricsBefore = await outcomes('github', 'github_app_authorization');
     const callsBefore = userCalls();
     const replayed = replay(github, revocation);
@@ -138,6 +142,7 @@ describe('github_app_authorization replayed under a new delivery id', () => {
     expect(res.json()).toEqual({ success: true });
     expect(await byName()).toEqual(allConnected());
     expect(await changeRecords(t)).toEqual(before);
+    expect(await audits()).toBe(auditsBefore);
     // GitHub was asked, once per integration the body names, with the reconnected token: it works.
     expect(userCalls()).toBe(callsBefore + 2);
     expect(await outcomes('github', 'github_app_authorization')).toEqual({ ...metricsBefore, duplicate: metricsBefore.duplicate + 1 });
@@ -146,16 +151,19 @@ describe('github_app_authorization replayed under a new delivery id', () => {
     for (let i = 0; i < 3; i++) expect((await send(base, 'github', replay(github, revocation))).status).toBe(200);
     expect(await byName()).toEqual(allConnected());
     expect(await changeRecords(t)).toEqual(before);
+    expect(await audits()).toBe(auditsBefore);
   });
 
   it('the same delivery id again is a duplicate without asking GitHub', async () => {
     const before = await changeRecords(t);
+    const auditsBefore = await audits();
     const callsBefore = userCalls();
     const duplicatesBefore = (await outcomes('github', 'github_app_authorization')).duplicate;
     const res = await send(base, 'github', github.redeliver(revocation));
     expect(res.status, res.body).toBe(200);
     expect(await byName()).toEqual(allConnected());
     expect(await changeRecords(t)).toEqual(before);
+    expect(await audits()).toBe(auditsBefore);
     expect(userCalls()).toBe(callsBefore);
     expect((await outcomes('github', 'github_app_authorization')).duplicate).toBe(duplicatesBefore + 1);
   });
@@ -163,6 +171,7 @@ describe('github_app_authorization replayed under a new delivery id', () => {
   it('GitHub rate limiting or unreachable: 200, unverified, the status as it was, the next validation due now', async () => {
     for (const mode of ['rate-limited', 'down'] as const) {
       const before = await changeRecords(t);
+      const auditsBefore = await audits();
       const unverifiedBefore = (await outcomes('github', 'github_app_authorization')).unverified;
       gh.mode = { token: 'ok', api: mode };
       let res: Awaited<ReturnType<typeof send>>;
@@ -175,6 +184,7 @@ describe('github_app_authorization replayed under a new delivery id', () => {
       expect(res.json()).toEqual({ success: true });
       expect(await byName(), mode).toEqual(allConnected());
       expect(await changeRecords(t), mode).toEqual(before);
+      expect(await audits(), mode).toBe(auditsBefore);
       expect((await outcomes('github', 'github_app_authorization')).unverified, mode).toBe(unverifiedBefore + 1);
       for (const name of ['ghA', 'ghB']) expect(await nextValidationAt(ids[name] as string), `${mode} ${name}`).toBeLessThanOrEqual(Date.now());
       // The integration no event named keeps its schedule.
@@ -219,12 +229,14 @@ describe('installation deleted / suspend replayed under a new delivery id', () =
     expect(await byName()).toEqual(allConnected());
 
     const before = await changeRecords(t);
+    const auditsBefore = await audits();
     const metricsBefore = await outcomes('githubapp', 'installation');
     const mintsBefore = mints('globex');
     const res = await send(base, 'githubapp', replay(app, suspension));
     expect(res.status, res.body).toBe(200);
     expect(await byName()).toEqual(allConnected());
     expect(await changeRecords(t)).toEqual(before);
+    expect(await audits()).toBe(auditsBefore);
     expect(mints('globex')).toBe(mintsBefore + 1);
     expect(await outcomes('githubapp', 'installation')).toEqual({ ...metricsBefore, duplicate: metricsBefore.duplicate + 1 });
   });
@@ -241,12 +253,14 @@ describe('installation deleted / suspend replayed under a new delivery id', () =
     expect(await byName()).toEqual(allConnected());
 
     const before = await changeRecords(t);
+    const auditsBefore = await audits();
     const duplicatesBefore = (await outcomes('githubapp', 'installation')).duplicate;
     const mintsBefore = mints('acme');
     const res = await send(base, 'githubapp', replay(app, deletion));
     expect(res.status, res.body).toBe(200);
     expect(await byName()).toEqual(allConnected());
     expect(await changeRecords(t)).toEqual(before);
+    expect(await audits()).toBe(auditsBefore);
     expect(mints('acme')).toBe(mintsBefore + 1);
     expect((await outcomes('githubapp', 'installation')).duplicate).toBe(duplicatesBefore + 1);
 
@@ -259,6 +273,7 @@ describe('installation deleted / suspend replayed under a new delivery id', () =
   it('a mint GitHub rate-limits (429) or that cannot reach GitHub: 200, unverified, the status as it was, the next validation due now', async () => {
     for (const failure of ['rate-limited', 'unreachable'] as const) {
       const before = await changeRecords(t);
+      const auditsBefore = await audits();
       const unverifiedBefore = (await outcomes('githubapp', 'installation')).unverified;
       ghApp.control.mintFailure = failure;
       let res: Awaited<ReturnType<typeof send>>;
@@ -270,6 +285,7 @@ describe('installation deleted / suspend replayed under a new delivery id', () =
       expect(res.status, `${failure}: ${res.body}`).toBe(200);
       expect(await byName(), failure).toEqual(allConnected());
       expect(await changeRecords(t), failure).toEqual(before);
+      expect(await audits(), failure).toBe(auditsBefore);
       expect((await outcomes('githubapp', 'installation')).unverified, failure).toBe(unverifiedBefore + 1);
       expect(await nextValidationAt(ids.appglobex as string), failure).toBeLessThanOrEqual(Date.now());
       expect(await nextValidationAt(ids.appacme as string), failure).toBeGreaterThan(Date.now());

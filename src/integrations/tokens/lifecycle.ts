@@ -12,7 +12,7 @@ import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
 import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
-import { mintAndStore, presented, renewable } from './mint.ts';
+import { mintAndStore, mintOnly, presented, renewable } from './mint.ts';
 import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
 import { storeRotated } from './store-rotated.ts';
@@ -56,10 +56,10 @@ export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' };
 /**
  * How a live check treats the validation's own verdict. `settle` false: the provider's answer
  * to the account call or the mint is judged and reported, never persisted — no transition, no
- * reschedule, no validation recorded — so the caller acts on it in a transaction of its own (a
- * provider event seen before, docs/contract.md §5b); a rejection is rechecked only against the
- * stored token (another refresh may have rotated it), never by a refresh. A refresh the token
- * was due for still follows its own verdict.
+ * reschedule, no validation recorded, a minted token kept nowhere — so the caller acts on it in
+ * a transaction of its own (a provider event seen before, docs/contract.md §5b); a rejection is
+ * rechecked only against the stored token (another refresh may have rotated it), never by a
+ * refresh. An OAuth token already due for a refresh is still refreshed first, by its own rules.
  */
 export interface LiveCheckOptions {
   settle?: boolean;
@@ -259,9 +259,19 @@ export class TokenLifecycle {
    * `validate` and reported as the outcome.
    */
   private async validateByMint(loaded: LoadedIntegration, actor: AuditActor, settle = true): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
+    // A check that must not settle answers for a provider event: a mint now — never one of seconds ago, never
+    // joined with a renewal in flight — whose token is kept nowhere (no audit row), its failure judged, not applied.
+    if (!settle) {
+      try {
+        await mintOnly(loaded);
+        return { loaded, outcome: { kind: 'valid' } };
+      } catch (error) {
+        const failed = judged(error, 'validate');
+        return { loaded, outcome: { kind: failed.kind, failure: failed } };
+      }
+    }
     try {
-      // A check that must not settle answers for a provider event: it asks GitHub now, never a mint of seconds ago.
-      const after = await this.singleFlight.run(loaded.row, (latest) => this.mintHoldingLease(latest, actor, 'validate', settle), { coalesce: settle });
+      const after = await this.singleFlight.run(loaded.row, (latest) => this.mintHoldingLease(latest, actor, 'validate'));
       return { loaded: after, outcome: { kind: 'valid' } };
     } catch (error) {
       if (!(error instanceof JudgedFailure)) throw error;
@@ -272,10 +282,9 @@ export class TokenLifecycle {
   /**
    * Mints under the lease (mint.ts) and stores the token before it is served; a success
    * counts as a validation. A failure is judged at `point` — a refusal of the stored grant
-   * makes the integration `invalid` — and thrown. `settle` false: the minted token is stored
-   * (it is good), but neither a failure nor the success touches the status.
+   * makes the integration `invalid` — and thrown.
    */
-  private async mintHoldingLease(loaded: LoadedIntegration, actor: AuditActor, point: Extract<FailurePoint, 'refresh' | 'validate'>, settle = true): Promise<LoadedIntegration> {
+  private async mintHoldingLease(loaded: LoadedIntegration, actor: AuditActor, point: Extract<FailurePoint, 'refresh' | 'validate'>): Promise<LoadedIntegration> {
     const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
     let stored: LoadedIntegration | null;
     try {
@@ -284,11 +293,10 @@ export class TokenLifecycle {
     } catch (error) {
       this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
       const failed = judged(error, point);
-      if (settle) await this.settle(loaded.row, failed, actor, point === 'validate' && failed.verdict.counts ? { validated: true, nextValidationAt } : {});
+      await this.settle(loaded.row, failed, actor, point === 'validate' && failed.verdict.counts ? { validated: true, nextValidationAt } : {});
       throw failed;
     }
     if (!stored) return loadById(this.deps, loaded.row.organizationId, loaded.row.id);
-    if (!settle) return stored;
     const row = await this.apply(stored, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
     return { ...stored, row };
   }

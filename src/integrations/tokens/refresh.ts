@@ -41,20 +41,19 @@ export class SingleFlight {
   /**
    * Runs `refresh` once for everyone asking about `seen` now: under the lease, on the
    * integration as re-read there — unless the version already moved (another refresh won:
-   * its result is returned) or a refresh finished within the coalescing window. `coalesce`
-   * false: a finished refresh is no answer (a live check that must ask the provider now).
+   * its result is returned) or a refresh finished within the coalescing window.
    */
-  run(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>, options: { coalesce?: boolean } = {}): Promise<LoadedIntegration> {
+  run(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
     const key = `${seen.organizationId}:${seen.id}`;
     const running = this.inflight.get(key);
     const span = { 'tessera.provider': seen.provider, 'tessera.integration.id': seen.id };
     if (running) return inSpan('refresh', { ...span, 'tessera.refresh': 'joined' }, () => running);
-    const promise = inSpan('refresh', { ...span, 'tessera.refresh': 'led' }, () => this.acrossInstances(seen, refresh, options.coalesce !== false)).finally(() => this.inflight.delete(key));
+    const promise = inSpan('refresh', { ...span, 'tessera.refresh': 'led' }, () => this.acrossInstances(seen, refresh)).finally(() => this.inflight.delete(key));
     this.inflight.set(key, promise);
     return promise;
   }
 
-  private async acrossInstances(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>, coalesce: boolean): Promise<LoadedIntegration> {
+  private async acrossInstances(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
     const { organizationId, id } = seen;
     const deadline = Date.now() + this.deps.leaseMs + 2000;
     for (;;) {
@@ -65,7 +64,7 @@ export class SingleFlight {
           if (latest.row.tokenVersion !== seen.tokenVersion) return latest;
           // Requests that were concurrent at the client may reach us a little apart: one call serves them all.
           const sinceRefresh = Date.now() - (latest.row.lastRefreshedAt?.getTime() ?? 0);
-          if (coalesce && sinceRefresh < REFRESH_COALESCE_MS && latest.row.status === 'connected') return latest;
+          if (sinceRefresh < REFRESH_COALESCE_MS && latest.row.status === 'connected') return latest;
           return await refresh(latest);
         } finally {
           await this.release(organizationId, id);
