@@ -3,7 +3,10 @@
  * acted on. The signature is checked over the raw body before anything is parsed or looked
  * up; a revocation makes every integration it names `invalid` — across organizations, end
  * users' too — through the token lifecycle (policy.ts point `event`), in one transaction with
- * the delivery's id, so a retry of a failed delivery acts again and a duplicate acts never.
+ * the delivery's id, so a retry of a failed delivery acts again and a duplicate acts never. A
+ * provider whose signature covers no freshness (GitHub, `EventsSpec.replay`) also has each
+ * revocation body's digest kept: the same bytes under a new id act only where a live check,
+ * run before that transaction, finds GitHub refusing (decision 241).
  */
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
