@@ -320,7 +320,7 @@ describe(`retention (${backend})`, () => {
       // Two instances ask at once: one runs the pass.
       const results = await Promise.all([runRetention(r.app.services, { batchSize: 1 }), runRetention(r.app.services, { batchSize: 1 })]);
       expect(results.filter((result) => result === null)).toHaveLength(1);
-      expect(results.find((result) => result !== null)).toEqual({ connect_sessions: 1, deliveries: 3, oauth_states: 1, events: 3, provider_deliveries: 1 });
+      expect(results.find((result) => result !== null)).toEqual({ connect_sessions: 1, deliveries: 3, oauth_states: 1, events: 3, provider_deliveries: 1, provider_bodies: 0 });
       expect((await queryRows<{ delivery_id: string }>(db, sql`SELECT delivery_id FROM provider_event_deliveries`)).map((row) => row.delivery_id)).toEqual(['recent-delivery']);
 
       const left = await queryRows<{ organization_id: string }>(db, sql`SELECT organization_id FROM event_deliveries ORDER BY organization_id`);

@@ -85,6 +85,21 @@ export const providerEventDeliveries = pgTable(
 );
 
 /**
+ * SHA-256 digests of revocation bodies acted on, for providers whose signature covers no
+ * freshness (GitHub: `EventsSpec.replay`): the same bytes under a new delivery id are checked
+ * live before they act (docs/contract.md §5b). Written in the transaction of their effects.
+ */
+export const providerEventBodies = pgTable(
+  'provider_event_bodies',
+  {
+    provider: text('provider').notNull(),
+    digest: text('digest').notNull(),
+    receivedAt: time('received_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.provider, t.digest] })],
+);
+
+/**
  * Encrypted secrets, six names per integration at most. Rows are immutable (a
  * trigger rejects UPDATE): replacing is delete + insert in one transaction.
  */

@@ -2,7 +2,9 @@
  * Retention (docs/contract.md §11): finished connect sessions, delivered or failed webhook deliveries
  * (with their attempts, and then the events no delivery needs any more) and expired OAuth states
  * are deleted once they are `RETENTION_DAYS` old, and so are the provider deliveries' ids kept to
- * refuse a repeat (decision 221). Audit rows are kept. A pass is one background
+ * refuse a repeat (decision 221) — except those of a provider whose signature covers no freshness
+ * (GitHub, `EventsSpec.replay`): its delivery ids and body digests stay while integrations of that
+ * provider exist (docs/contract.md §5b, decision 242). Audit rows are kept. A pass is one background
  * job for the whole deployment (`claimJob`), deleting in small batches, each claimed with
  * `FOR UPDATE SKIP LOCKED` so that even overlapping passes delete — and count — a row once.
  */
@@ -14,21 +16,40 @@ import { claimJob } from './claim.ts';
 export const PURGE_KINDS = ['connect_sessions', 'deliveries', 'oauth_states'] as const;
 export type PurgeKind = (typeof PURGE_KINDS)[number];
 
-export type RetentionResult = Record<PurgeKind, number> & { events: number; provider_deliveries: number };
+export type RetentionResult = Record<PurgeKind, number> & { events: number; provider_deliveries: number; provider_bodies: number };
 
 export interface RetentionOptions {
   /** Rows per statement: short statements keep locks and WAL bursts small. Default 500. */
   batchSize?: number;
   /** Milliseconds the pass may run; what is left waits for the next pass. Default 60 s. */
   budgetMs?: number;
+  /**
+   * Providers whose delivery ids and body digests are kept while any integration of theirs
+   * exists (`EventsSpec.replay`: a captured body could otherwise act again). Default none.
+   */
+  keptWhileIntegrations?: readonly string[];
 }
 
 /** Keys of up to `batch` rows matching `where`, locked for deletion unless another pass holds them. */
 const batchOf = (table: string, keys: string, where: ReturnType<typeof sql>, batch: number) =>
   sql`SELECT ${sql.raw(keys)} FROM ${sql.raw(table)} WHERE ${where} LIMIT ${batch} FOR UPDATE SKIP LOCKED`;
 
+/**
+ * Rows of a provider event table (`d`) old enough to go: older than the cutoff, and not of a
+ * provider in `kept` that still has an integration. Every other provider's window is at most
+ * 5 minutes, and `RETENTION_DAYS` at least 1: their ids outlive twice the window (§5b).
+ */
+function providerRowsGone(cutoff: ReturnType<typeof sql>, kept: readonly string[]): ReturnType<typeof sql> {
+  if (kept.length === 0) return sql`d.received_at < ${cutoff}`;
+  const names = sql.join(
+    kept.map((provider) => sql`${provider}`),
+    sql`, `,
+  );
+  return sql`d.received_at < ${cutoff} AND NOT (d.provider IN (${names}) AND EXISTS (SELECT 1 FROM integrations i WHERE i.provider = d.provider))`;
+}
+
 /** One purge statement per kind (and the events left without deliveries), given the cutoff. */
-function purges(cutoff: ReturnType<typeof sql>, batch: number): [keyof RetentionResult, ReturnType<typeof sql>][] {
+function purges(cutoff: ReturnType<typeof sql>, batch: number, kept: readonly string[]): [keyof RetentionResult, ReturnType<typeof sql>][] {
   const deliveries = (where: ReturnType<typeof sql>) =>
     sql`DELETE FROM event_deliveries WHERE (organization_id, event_id, webhook_id) IN (${batchOf('event_deliveries', 'organization_id, event_id, webhook_id', where, batch)}) RETURNING 1`;
   return [
@@ -45,10 +66,15 @@ function purges(cutoff: ReturnType<typeof sql>, batch: number): [keyof Retention
         batch,
       )}) RETURNING 1`,
     ],
-    // A provider retries a delivery for hours, not weeks: its id stops a repeat long after (decision 221).
+    // A provider retries a delivery for hours, not weeks: its id stops a repeat long after (decision 221) — unless a
+    // captured body could act again while the provider's integrations exist (decision 242).
     [
       'provider_deliveries',
-      sql`DELETE FROM provider_event_deliveries WHERE (provider, delivery_id) IN (${batchOf('provider_event_deliveries', 'provider, delivery_id', sql`received_at < ${cutoff}`, batch)}) RETURNING 1`,
+      sql`DELETE FROM provider_event_deliveries WHERE (provider, delivery_id) IN (${batchOf('provider_event_deliveries d', 'd.provider, d.delivery_id', providerRowsGone(cutoff, kept), batch)}) RETURNING 1`,
+    ],
+    [
+      'provider_bodies',
+      sql`DELETE FROM provider_event_bodies WHERE (provider, digest) IN (${batchOf('provider_event_bodies d', 'd.provider, d.digest', providerRowsGone(cutoff, kept), batch)}) RETURNING 1`,
     ],
     // A used state is deleted when it is used; what is left expired unused.
     ['oauth_states', sql`DELETE FROM oauth_states WHERE (organization_id, nonce_hash) IN (${batchOf('oauth_states', 'organization_id, nonce_hash', sql`expires_at < ${cutoff}`, batch)}) RETURNING 1`],
@@ -63,12 +89,12 @@ export async function runRetentionPass(db: Db, days: number, options: RetentionO
   const batch = options.batchSize ?? 500;
   const deadline = Date.now() + (options.budgetMs ?? 60_000);
   const cutoff = sql`now() - ${days}::int * interval '1 day'`;
-  const result: RetentionResult = { connect_sessions: 0, deliveries: 0, oauth_states: 0, events: 0, provider_deliveries: 0 };
-  for (const [kind, statement] of purges(cutoff, batch)) {
+  const result: RetentionResult = { connect_sessions: 0, deliveries: 0, oauth_states: 0, events: 0, provider_deliveries: 0, provider_bodies: 0 };
+  for (const [kind, statement] of purges(cutoff, batch, options.keptWhileIntegrations ?? [])) {
     while (Date.now() < deadline) {
       const deleted = (await queryRows(db, statement)).length;
       result[kind] += deleted;
-      if (kind !== 'events' && kind !== 'provider_deliveries' && deleted > 0) options.onPurged?.(kind, deleted);
+      if (kind !== 'events' && kind !== 'provider_deliveries' && kind !== 'provider_bodies' && deleted > 0) options.onPurged?.(kind, deleted);
       if (deleted < batch) break;
     }
   }
@@ -78,7 +104,10 @@ export async function runRetentionPass(db: Db, days: number, options: RetentionO
 /** How often a pass runs in the deployment, whatever the number of instances. */
 const PASS_INTERVAL_SECONDS = 3600;
 
-type RetentionServices = Pick<Services, 'db' | 'config' | 'logger' | 'metrics'>;
+type RetentionServices = Pick<Services, 'db' | 'config' | 'logger' | 'metrics' | 'providers'>;
+
+/** The configured providers whose events' signature covers no freshness (`EventsSpec.replay`). */
+const replayable = (services: RetentionServices): string[] => services.providers.list().filter((provider) => provider.definition.events?.replay !== undefined).map((provider) => provider.id);
 
 /**
  * A pass if this instance claims the deployment's retention job (at most once an hour in
@@ -86,7 +115,11 @@ type RetentionServices = Pick<Services, 'db' | 'config' | 'logger' | 'metrics'>;
  */
 export async function runRetention(services: RetentionServices, options: RetentionOptions = {}): Promise<RetentionResult | null> {
   if (!(await claimJob(services.db, 'retention', PASS_INTERVAL_SECONDS))) return null;
-  const result = await runRetentionPass(services.db, services.config.retention.days, { ...options, onPurged: (kind, count) => services.metrics?.retentionPurged(kind, count) });
+  const result = await runRetentionPass(services.db, services.config.retention.days, {
+    keptWhileIntegrations: replayable(services),
+    ...options,
+    onPurged: (kind, count) => services.metrics?.retentionPurged(kind, count),
+  });
   if (Object.values(result).some((count) => count > 0)) services.logger.info({ purged: result }, 'retention pass purged old rows');
   return result;
 }

@@ -14,7 +14,8 @@
  * - the REST API under `/api`: `GET /user/installations` (user token; paged `{total_count,
  *   installations}`), `POST /app/installations/{id}/access_tokens` (app JWT → 201 `{token,
  *   expires_at, permissions, repository_selection}`; 404 unknown; 403 "This installation has been
- *   suspended"), `DELETE /app/installations/{id}` (app JWT → 204), `PUT`/`DELETE
+ *   suspended"; when GitHub limits the app, 429 with `Retry-After` and `x-ratelimit-remaining: 0`
+ *   — "Rate limits for the REST API"), `DELETE /app/installations/{id}` (app JWT → 204), `PUT`/`DELETE
  *   /app/installations/{id}/suspended`, `GET /installation/repositories` (installation token).
  * The app JWT is checked as GitHub does: RS256 under the app's public key, `iss` the client id or
  * the app id, `iat` not in the future, `exp` in the future and at most 10 minutes from now.
@@ -84,8 +85,15 @@ export async function startFakeGitHubApp(options: FakeGitHubAppOptions) {
   const stats = { codeExchanges: 0, mints: 0, installationLists: 0 };
   /** Every installation token issued, in order (what a test compares the token reads with). */
   const minted: { installationId: number; token: string }[] = [];
-  /** Test controls: the life of the next installation tokens (GitHub's is one hour) and a delay before each mint answers. */
-  const control = { tokenTtlSeconds: options.installationTokenTtl ?? 3600, mintDelayMs: 0 };
+  /**
+   * Test controls: the life of the next installation tokens (GitHub's is one hour), a delay before each mint answers,
+   * and a mint GitHub cannot answer: `rate-limited` (429, as GitHub documents it) or `unreachable` (the connection dropped).
+   */
+  const control: { tokenTtlSeconds: number; mintDelayMs: number; mintFailure: null | 'rate-limited' | 'unreachable' } = {
+    tokenTtlSeconds: options.installationTokenTtl ?? 3600,
+    mintDelayMs: 0,
+    mintFailure: null,
+  };
   let sequence = 0;
   let baseUrl = '';
 
@@ -170,6 +178,12 @@ export async function startFakeGitHubApp(options: FakeGitHubAppOptions) {
       if (!item || item.deleted) return json(res, 404, { message: 'Not Found', documentation_url: DOCS });
       if (app[2] === '/access_tokens' && method === 'POST') {
         stats.mints++;
+        if (control.mintFailure === 'unreachable') return void res.socket?.destroy();
+        if (control.mintFailure === 'rate-limited') {
+          const reset = String(Math.floor(now() / 1000) + 60);
+          const headers = { 'retry-after': '60', 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset };
+          return json(res, 429, { message: 'API rate limit exceeded for installation.', documentation_url: `${DOCS}/using-the-rest-api/rate-limits-for-the-rest-api` }, headers);
+        }
         if (item.suspendedAt) return json(res, 403, { message: 'This installation has been suspended', documentation_url: `${DOCS}/apps/apps#create-an-installation-access-token-for-an-app` });
         const token = `ghs_${randomString(36)}`;
         const expiresAt = now() + control.tokenTtlSeconds * 1000;

@@ -3,18 +3,22 @@
  * acted on. The signature is checked over the raw body before anything is parsed or looked
  * up; a revocation makes every integration it names `invalid` — across organizations, end
  * users' too — through the token lifecycle (policy.ts point `event`), in one transaction with
- * the delivery's id, so a retry of a failed delivery acts again and a duplicate acts never.
+ * the delivery's id, so a retry of a failed delivery acts again and a duplicate acts never. A
+ * provider whose signature covers no freshness (GitHub, `EventsSpec.replay`) also has each
+ * revocation body's digest kept: the same bytes under a new id act only where a live check,
+ * run before that transaction, finds GitHub refusing (decision 241).
  */
-import { and, eq, inArray, type SQL, sql } from 'drizzle-orm';
+import { createHash } from 'node:crypto';
+import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { AuditActor } from '../../audit/audit.ts';
 import type { Db } from '../../db/client.ts';
-import { integrations, providerEventDeliveries } from '../../db/schema.ts';
+import { integrations, providerEventBodies, providerEventDeliveries } from '../../db/schema.ts';
 import type { Outbox } from '../../events/outbox.ts';
 import { AppError } from '../../http/errors.ts';
 import { systemUnitOfWork } from '../../http/unit-of-work.ts';
 import type { EventsSpec } from '../providers/spec.ts';
-import type { TokenLifecycle } from '../tokens/lifecycle.ts';
+import type { CheckOutcome, TokenLifecycle } from '../tokens/lifecycle.ts';
 import { judge } from '../tokens/policy.ts';
 import { checkSignature, type Delivery, deliveryIdOf, handshakeAnswer, matchingRule, occurredAtOf, parseBody, targetsOf } from './delivery.ts';
 
@@ -29,10 +33,35 @@ export interface EventDeps {
   limit?: () => Promise<void>;
   /** Validates one integration live and persists the outcome (TokenLifecycle.validate): a rule's `revalidate` effect. */
   revalidate?: (organizationId: string, integrationId: string, actor: AuditActor) => Promise<void>;
+  /**
+   * Checks one integration live without settling the outcome (TokenLifecycle.check with `settle:
+   * false`): a body seen before, of a provider whose signature covers no freshness
+   * (`EventsSpec.replay`). Null when the integration is gone.
+   */
+  liveCheck?: (organizationId: string, integrationId: string, actor: AuditActor) => Promise<CheckOutcome | null>;
 }
 
 /** The outcome label of `tessera_provider_events_total` (docs/contract.md §5b). */
-export type EventOutcome = 'matched' | 'unmatched' | 'rejected_signature' | 'stale' | 'duplicate';
+export type EventOutcome = 'matched' | 'unmatched' | 'rejected_signature' | 'stale' | 'duplicate' | 'unverified';
+
+/**
+ * What a live check says of a revocation: GitHub `confirms` it (the token or the installation
+ * refused: the verdict's `dead`), `refutes` it (the token works, or the provider judged it and
+ * found it merely forbidden: `counts`), or gives no verdict (rate limited, unreachable, our own
+ * credentials refused).
+ */
+type LiveVerdict = 'confirms' | 'refutes' | 'none';
+
+function liveVerdict(outcome: CheckOutcome): LiveVerdict {
+  if (outcome.kind === 'valid' || outcome.kind === 'refreshed') return 'refutes';
+  if (outcome.failure.verdict.dead) return 'confirms';
+  return outcome.failure.verdict.counts ? 'refutes' : 'none';
+}
+
+interface Named {
+  organizationId: string;
+  id: string;
+}
 
 export interface IncomingDelivery extends Delivery {
   provider: string;
@@ -87,21 +116,56 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
   const { transition: revoked } = judge('revoked', 'event');
   if (!revoked) throw new Error('the failure policy names no transition for a revocation event');
   const transition = { ...revoked, deliveryId };
-  const { outcome, named } = await systemUnitOfWork(deps.db, deps.outbox, actor, async (work) => {
+  const conditions: SQL[] = [eq(integrations.provider, provider)];
+  if (targets.workspace !== undefined) conditions.push(eq(integrations.providerWorkspaceId, targets.workspace));
+  if (targets.accounts !== undefined) conditions.push(inArray(integrations.providerAccountId, targets.accounts));
+  // Across organizations by design: the provider names its account, not our tenant. Each change is then led by its organization.
+  // In key order: two deliveries naming the same rows (tokens_revoked and app_uninstalled at once) lock them in the same order.
+  const named = (db: Db, extra: SQL[] = []): Promise<Named[]> =>
+    targets.accounts?.length === 0
+      ? Promise.resolve([])
+      : db
+          .select({ organizationId: integrations.organizationId, id: integrations.id })
+          .from(integrations)
+          .where(and(...conditions, ...extra))
+          .orderBy(integrations.organizationId, integrations.id);
+
+  // A signature that covers no freshness (GitHub): the body's digest says whether these bytes were seen before.
+  const digest = events.replay === 'live_check' && !revalidate ? `sha256:${createHash('sha256').update(delivery.raw).digest('hex')}` : undefined;
+  const replayed = digest !== undefined && !(await seen(deps.db, providerEventDeliveries, provider, deliveryId)) && (await seen(deps.db, providerEventBodies, provider, digest));
+  // Seen before under another id: never acts alone. Each named integration not yet invalid is checked live — outside any
+  // transaction — and only GitHub's refusal lets the revocation act; no verdict leaves the status and asks for a validation now.
+  const confirmed: Named[] = [];
+  const unverified: Named[] = [];
+  if (replayed) {
+    const liveCheck = deps.liveCheck;
+    if (!liveCheck) throw new Error('a provider whose events replay needs deps.liveCheck');
+    for (const row of await named(deps.db, [ne(integrations.status, 'invalid')])) {
+      const outcome = await liveCheck(row.organizationId, row.id, actor);
+      const verdict = outcome ? liveVerdict(outcome) : 'refutes';
+      if (verdict === 'confirms') confirmed.push(row);
+      else if (verdict === 'none') unverified.push(row);
+    }
+  }
+
+  const { outcome, named: acted } = await systemUnitOfWork(deps.db, deps.outbox, actor, async (work) => {
     // The delivery's id first: a duplicate costs this one statement, and waits for (then loses to) one in flight.
     const fresh = await work.db.insert(providerEventDeliveries).values({ provider, deliveryId }).onConflictDoNothing().returning({ one: sql<number>`1` });
     if (fresh.length === 0) return { outcome: 'duplicate' as const, named: [] };
-    if (targets.accounts?.length === 0) return { outcome: 'unmatched' as const, named: [] };
-    const conditions: SQL[] = [eq(integrations.provider, provider)];
-    if (targets.workspace !== undefined) conditions.push(eq(integrations.providerWorkspaceId, targets.workspace));
-    if (targets.accounts !== undefined) conditions.push(inArray(integrations.providerAccountId, targets.accounts));
-    // Across organizations by design: the provider names its account, not our tenant. Each change is then led by its organization.
-    // In key order: two deliveries naming the same rows (tokens_revoked and app_uninstalled at once) lock them in the same order.
-    const rows = await work.db
-      .select({ organizationId: integrations.organizationId, id: integrations.id })
-      .from(integrations)
-      .where(and(...conditions))
-      .orderBy(integrations.organizationId, integrations.id);
+    if (digest !== undefined) await work.db.insert(providerEventBodies).values({ provider, digest }).onConflictDoNothing();
+    if (replayed) {
+      for (const row of confirmed) await deps.lifecycle.transitionIn(work, row.organizationId, row.id, transition, occurredAt);
+      // The next validation pass takes them at once (docs/contract.md §5b: validated at the next pass).
+      for (const row of unverified) {
+        await work.db
+          .update(integrations)
+          .set({ nextValidationAt: sql`now()` })
+          .where(and(eq(integrations.organizationId, row.organizationId), eq(integrations.id, row.id)));
+      }
+      const label = confirmed.length > 0 ? ('matched' as const) : unverified.length > 0 ? ('unverified' as const) : ('duplicate' as const);
+      return { outcome: label, named: confirmed };
+    }
+    const rows = await named(work.db);
     if (!revalidate) for (const row of rows) await deps.lifecycle.transitionIn(work, row.organizationId, row.id, transition, occurredAt);
     return { outcome: rows.length > 0 ? ('matched' as const) : ('unmatched' as const), named: rows };
   });
@@ -109,14 +173,21 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
   // the answer; one that cannot finish forgets the delivery, so the provider's retry acts again.
   if (revalidate) {
     try {
-      for (const row of named) await revalidate(row.organizationId, row.id, actor);
+      for (const row of acted) await revalidate(row.organizationId, row.id, actor);
     } catch (error) {
       await deps.db.delete(providerEventDeliveries).where(and(eq(providerEventDeliveries.provider, provider), eq(providerEventDeliveries.deliveryId, deliveryId)));
       throw error;
     }
   }
-  const changed = named.length;
+  const changed = acted.length;
   deps.metrics?.providerEvent(provider, rule.type, outcome);
   deps.logger.info({ provider, type: rule.type, deliveryId, outcome, integrations: changed }, 'provider event received');
   return { success: true };
+}
+
+/** Whether `key` is kept in `table` (provider delivery ids, body digests) for `provider`. */
+async function seen(db: Db, table: typeof providerEventDeliveries | typeof providerEventBodies, provider: string, key: string): Promise<boolean> {
+  const column = 'digest' in table ? table.digest : table.deliveryId;
+  const rows = await db.select({ one: sql<number>`1` }).from(table).where(and(eq(table.provider, provider), eq(column, key))).limit(1);
+  return rows.length > 0;
 }

@@ -30,11 +30,13 @@ export const github = defineProvider({
     // A 403 is a rate limit when GitHub says so (no requests left, a Retry-After, a "secondary rate limit"): the engine's rule for any provider.
   },
   revoke: { url: '{apiUrl}/applications/{clientId}/grant', method: 'DELETE', param: 'access_token', format: 'json', auth: 'basic', okStatuses: [204, 404] },
-  // A GitHub App's webhook (the `github` provider configured with a GitHub App's client). GitHub signs no
-  // timestamp: the delivery id is what stops a replay. `installation` events belong to `githubapp` (§5c).
+  // A GitHub App's webhook (the `github` provider configured with a GitHub App's client). GitHub signs neither a
+  // timestamp nor the delivery id: the id stops a redelivery, and a body seen before under a new id acts only once
+  // the user's token is checked live and refused (`replay`). `installation` events belong to `githubapp` (§5c).
   events: {
     signature: { header: 'x-hub-signature-256', prefix: 'sha256=' },
     deliveryId: { header: 'x-github-delivery' },
+    replay: 'live_check',
     rules: [
       {
         type: 'github_app_authorization',

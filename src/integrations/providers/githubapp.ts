@@ -73,11 +73,13 @@ const base = defineProvider({
     // the proxy mints again once, and that mint's refusal makes the integration `invalid`.
     deadToken: [{ status: 401 }, { status: 403, text: 'installation has been suspended' }],
   },
-  // The app's webhook (docs/contract.md §5b), signed as GitHub signs every webhook; the delivery id stops a replay.
+  // The app's webhook (docs/contract.md §5b), signed as GitHub signs every webhook: the delivery id stops a
+  // redelivery, and a body seen before under a new id acts only once a mint is refused (`replay`).
   // An installation is kept as the integration's workspace id (acceptInstallation), which is how `installation` names it.
   events: {
     signature: { header: 'x-hub-signature-256', prefix: 'sha256=' },
     deliveryId: { header: 'x-github-delivery' },
+    replay: 'live_check',
     rules: [
       {
         type: 'installation',

@@ -183,6 +183,15 @@ export interface EventsSpec {
   deliveryId: { header: string } | { path: string } | { digest: readonly string[] };
   handshakes?: readonly EventHandshakeSpec[];
   rules: readonly EventRule[];
+  /**
+   * `live_check`: the signature covers no freshness — no timestamp, not the delivery id (GitHub)
+   * — so a revocation body seen before (the same raw bytes, its SHA-256 digest kept) under a new
+   * delivery id never acts alone: each integration it names is checked live first (the
+   * lifecycle's one live check: the account call, or a mint) and only the provider's
+   * confirmation makes it `invalid`. The first time a body is seen it acts at once. Such a
+   * provider's delivery ids and digests are kept while integrations of it exist (retention).
+   */
+  replay?: 'live_check';
 }
 
 export interface ProviderSpec {

@@ -52,6 +52,17 @@ export function providerEventsRoute(app: TypedFastify, services: Services): void
             revalidate: async (organizationId, integrationId, actor) => {
               await services.lifecycle.validate(await loadById(services, organizationId, integrationId), actor);
             },
+            // A GitHub body seen before: the one live check (the user's token, or a mint), its verdict left for the delivery to act on.
+            liveCheck: async (organizationId, integrationId, actor) => {
+              let loaded: Awaited<ReturnType<typeof loadById>>;
+              try {
+                loaded = await loadById(services, organizationId, integrationId);
+              } catch (error) {
+                if (error instanceof AppError && error.code === 'INTEGRATION_NOT_FOUND') return null;
+                throw error;
+              }
+              return (await services.lifecycle.check(loaded, actor, {}, { settle: false })).outcome;
+            },
           },
           { provider, events, secret, headers: request.headers, raw, requestId: request.id },
         );

@@ -12,7 +12,7 @@ import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
 import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
-import { mintAndStore, presented, renewable } from './mint.ts';
+import { mintAndStore, mintOnly, presented, renewable } from './mint.ts';
 import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
 import { storeRotated } from './store-rotated.ts';
@@ -50,8 +50,20 @@ export type SettleTarget = Pick<IntegrationRow, 'organizationId' | 'provider'> &
 /** How a live validation ended: valid, or the provider's failure (its kind, and the failure with its verdict). */
 export type ValidationOutcome = { kind: 'valid' } | { kind: ProviderFailureKind; failure: JudgedFailure };
 
-/** How a live check ended: validated, refreshed, or a judged failure (applied already). */
+/** How a live check ended: validated, refreshed, or a judged failure (applied already, unless the check was asked not to settle). */
 export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' };
+
+/**
+ * How a live check treats the validation's own verdict. `settle` false: the provider's answer
+ * to the account call or the mint is judged and reported, never persisted — no transition, no
+ * reschedule, no validation recorded, a minted token kept nowhere — so the caller acts on it in
+ * a transaction of its own (a provider event seen before, docs/contract.md §5b); a rejection is
+ * rechecked only against the stored token (another refresh may have rotated it), never by a
+ * refresh. An OAuth token already due for a refresh is still refreshed first, by its own rules.
+ */
+export interface LiveCheckOptions {
+  settle?: boolean;
+}
 
 /**
  * Keeps tokens alive: refresh (single-flight, refresh.ts), validation with the 401 retry
@@ -155,8 +167,9 @@ export class TokenLifecycle {
    * A rejection first goes through its recheck — re-read; else refresh; retry once — unless
    * `recover` is false. A rate limit leaves the status alone and reschedules.
    */
-  async validate(loaded: LoadedIntegration, actor: AuditActor, options: { recover?: boolean } = {}): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
-    if (loaded.provider.definition.mint) return this.validateByMint(loaded, actor);
+  async validate(loaded: LoadedIntegration, actor: AuditActor, options: { recover?: boolean } & LiveCheckOptions = {}): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
+    const settle = options.settle !== false;
+    if (loaded.provider.definition.mint) return this.validateByMint(loaded, actor, settle);
     const token = presented(loaded);
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
     const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
@@ -167,10 +180,11 @@ export class TokenLifecycle {
       this.deps.metrics?.validationOutcome(loaded.provider.id, error.kind);
       const failed = new JudgedFailure(error, 'validate');
       if (failed.verdict.recheck === 'retry' && options.recover !== false) {
-        const recovered = await this.recover(loaded, token, actor);
-        if (recovered) return this.validate(recovered, actor, { recover: false });
+        const recovered = settle ? await this.recover(loaded, token, actor) : await this.reread(loaded, token);
+        if (recovered) return this.validate(recovered, actor, { recover: false, settle });
       }
       const outcome: ValidationOutcome = { kind: error.kind, failure: failed };
+      if (!settle) return { loaded, outcome };
       if (failed.verdict.reschedule) {
         // Not a verdict on the token: come back after the provider's Retry-After.
         await this.deps.db
@@ -183,8 +197,16 @@ export class TokenLifecycle {
       return { loaded: { ...loaded, row }, outcome };
     }
     this.deps.metrics?.validationOutcome(loaded.provider.id, 'valid');
+    if (!settle) return { loaded, outcome: { kind: 'valid' } };
     const row = await this.apply(loaded, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
+  }
+
+  /** The stored token, when it is no longer the one the provider rejected (a rotation won meanwhile); else null. */
+  private async reread(loaded: LoadedIntegration, usedToken: string): Promise<LoadedIntegration | null> {
+    const latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
+    const current = presented(latest);
+    return current && current !== usedToken ? latest : null;
   }
 
   /**
@@ -194,16 +216,18 @@ export class TokenLifecycle {
    * failure is judged, applied and reported as the outcome, with the integration as it is
    * after; it is never thrown.
    */
-  async check(loaded: LoadedIntegration, actor: AuditActor, due: RefreshWindow = {}): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome }> {
+  async check(loaded: LoadedIntegration, actor: AuditActor, due: RefreshWindow = {}, options: LiveCheckOptions = {}): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome }> {
+    const settle = options.settle !== false;
     try {
-      if (renewable(loaded) && refreshDue(loaded.row, due)) {
+      // A minted mode's validation is itself a mint: one that must not settle needs no refresh first.
+      if (renewable(loaded) && refreshDue(loaded.row, due) && (settle || !loaded.provider.definition.mint)) {
         const refreshed = await this.refresh(loaded.row, actor);
         // A refresh shared with one that ended before this check looked (decision 49) asked the provider nothing:
         // no validation has happened since, and the live answer is still owed (decision 186).
         if (refreshed.row.lastValidatedAt?.getTime() !== loaded.row.lastValidatedAt?.getTime()) return { loaded: refreshed, outcome: { kind: 'refreshed' } };
-        return await this.validate(refreshed, actor);
+        return await this.validate(refreshed, actor, { settle });
       }
-      return await this.validate(loaded, actor);
+      return await this.validate(loaded, actor, { settle });
     } catch (error) {
       if (!(error instanceof JudgedFailure)) throw error;
       return { loaded: await loadById(this.deps, loaded.row.organizationId, loaded.row.id), outcome: { kind: error.kind, failure: error } };
@@ -234,7 +258,18 @@ export class TokenLifecycle {
    * the refresh single-flight, so it also renews the cached token; its failure is judged at
    * `validate` and reported as the outcome.
    */
-  private async validateByMint(loaded: LoadedIntegration, actor: AuditActor): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
+  private async validateByMint(loaded: LoadedIntegration, actor: AuditActor, settle = true): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
+    // A check that must not settle answers for a provider event: a mint now — never one of seconds ago, never
+    // joined with a renewal in flight — whose token is kept nowhere (no audit row), its failure judged, not applied.
+    if (!settle) {
+      try {
+        await mintOnly(loaded);
+        return { loaded, outcome: { kind: 'valid' } };
+      } catch (error) {
+        const failed = judged(error, 'validate');
+        return { loaded, outcome: { kind: failed.kind, failure: failed } };
+      }
+    }
     try {
       const after = await this.singleFlight.run(loaded.row, (latest) => this.mintHoldingLease(latest, actor, 'validate'));
       return { loaded: after, outcome: { kind: 'valid' } };

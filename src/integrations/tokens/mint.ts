@@ -28,11 +28,15 @@ export function presented(loaded: LoadedIntegration): string | undefined {
  * it came (the lifecycle judges it).
  */
 export async function mintAndStore(deps: Pick<LoadDeps, 'db' | 'config'>, loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration | null> {
+  return storeRotated(deps, loaded, tokenSetOf(await mintOnly(loaded)), actor);
+}
+
+/** Mints with the definition's hook and keeps nothing: a live check that must change nothing (docs/contract.md §5b). */
+export async function mintOnly(loaded: LoadedIntegration): Promise<MintedToken> {
   const { provider, row } = loaded;
   const mint = provider.definition.mint;
   if (!mint) throw new Error(`provider ${provider.id} does not mint tokens`);
-  const minted = await mint(provider.contextFor(row.metadata), { credentials: parseCredentials(loaded.secrets.credentials), metadata: row.metadata });
-  return storeRotated(deps, loaded, tokenSetOf(minted), actor);
+  return mint(provider.contextFor(row.metadata), { credentials: parseCredentials(loaded.secrets.credentials), metadata: row.metadata });
 }
 
 /** A minted token as the store takes a token endpoint's answer: its expiry in seconds from now. */
