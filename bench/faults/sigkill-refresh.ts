@@ -75,6 +75,7 @@ try {
   const url = await cluster.createDatabase('tessera_faults');
   const env = baseEnv({ DATABASE_URL: url, ...providerEnv(gh), PROVIDER_TIMEOUT: String(PROVIDER_TIMEOUT_S), DB_POOL_MAX: POOL_MAX });
   const db = new pg.Client({ connectionString: url });
+  db.on("error", () => {});
   await db.connect();
   /**
    * When each login's rotated token was last stored: the start (now()) and the commit of the
@@ -89,7 +90,7 @@ try {
     return new Map(rows.map((r) => [login(r.name), { at: r.at?.getTime() ?? 0, committed: r.committed?.getTime() ?? 0 }]));
   };
   service = await spawnService(env);
-  await waitReady(service);
+  await waitReady(service, 120_000);
   const orgs: { login: string; token: string }[] = [];
   for (let i = 0; i < ORGS; i++) {
     const login = `storm${i}`;
@@ -164,7 +165,7 @@ try {
     // Restart on the same database and check every integration.
     const restartAt = Date.now();
     service = await spawnService(env);
-    await waitReady(service);
+    await waitReady(service, 120_000);
     const fresh = service;
     const stored = await storedAt();
     const results = await Promise.all(
