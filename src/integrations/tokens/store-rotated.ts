@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type AuditActor, actorValues, auditInsert } from '../../audit/audit.ts';
-import { type HeldConnection, holdConnection, queryRows } from '../../db/client.ts';
+import { holdConnection, queryRows } from '../../db/client.ts';
 import { prepareSeal, type SealKey, seal } from '../../secrets/crypto.ts';
 import type { TokenSet } from '../providers/types.ts';
 import { type SecretKind, type SecretValues, secretName } from '../secrets.ts';
