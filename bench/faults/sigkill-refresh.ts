@@ -64,8 +64,9 @@ function loggedStores(output: string): { integrationId: string; tokenVersion: nu
   for (const line of output.split('\n')) {
     if (!line.includes('rotated token stored')) continue;
     try {
-      const entry = JSON.parse(line) as { integrationId: string; tokenVersion: number; storeMs: number; time?: number };
-      found.push({ integrationId: entry.integrationId, tokenVersion: entry.tokenVersion, storeMs: entry.storeMs, at: entry.time ?? 0 });
+      const entry = JSON.parse(line) as { integrationId: string; tokenVersion: number; storeMs: number; time?: number | string };
+      const at = typeof entry.time === 'number' ? entry.time : Date.parse(entry.time ?? '') || 0;
+      found.push({ integrationId: entry.integrationId, tokenVersion: entry.tokenVersion, storeMs: entry.storeMs, at });
     } catch {
       // not a JSON line
     }
