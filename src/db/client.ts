@@ -274,3 +274,69 @@ export function rowFromJson<T extends PgTable>(table: T): (json: Record<string, 
     return row as T['$inferSelect'];
   };
 }
+
+/** A connection of the pool held by one caller (PostgreSQL), so its statement never waits for one. */
+export interface HeldConnection {
+  /** Runs `query` on this connection, prepared by name (its text's hash): the server parses and plans it once per connection. */
+  rows<T>(query: SQL): Promise<T[]>;
+  /** Gives the connection back; `broken` closes it instead (a statement on it failed). Once. */
+  release(broken?: boolean): void;
+}
+
+interface PgPoolLike {
+  connect(): Promise<PgPoolClient>;
+  idleCount: number;
+  totalCount: number;
+  waitingCount: number;
+  options: { max: number };
+}
+interface PgPoolClient {
+  query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  off(event: 'error', listener: (error: Error) => void): unknown;
+  release(error?: Error | boolean): void;
+}
+
+/** Connections held through `holdConnection` per pool: at most a quarter of the pool (at least one). */
+const heldPerPool = new WeakMap<object, number>();
+
+/**
+ * Takes a connection of `db`'s pool now, for a statement that must not wait for one later
+ * (the store of a rotated token, decision 255). Never queues: null when no connection is idle
+ * and none can be opened, when a quarter of the pool is held this way already (a provider
+ * that hangs must not take the pool from the requests), or on PGlite (one connection, no pool).
+ */
+export async function holdConnection(db: Db): Promise<HeldConnection | null> {
+  const pool = (db as unknown as { $client?: Partial<PgPoolLike> }).$client;
+  if (!pool || typeof pool.connect !== 'function' || typeof pool.idleCount !== 'number' || !pool.options) return null;
+  const full = pool as PgPoolLike;
+  const held = heldPerPool.get(full) ?? 0;
+  const free = full.idleCount > 0 || (full.totalCount ?? 0) < full.options.max;
+  if (held >= Math.max(1, Math.floor(full.options.max / 4)) || !free || full.waitingCount > 0) return null;
+  heldPerPool.set(full, held + 1);
+  let client: PgPoolClient;
+  try {
+    client = await full.connect();
+  } catch {
+    heldPerPool.set(full, (heldPerPool.get(full) ?? 1) - 1);
+    return null;
+  }
+  // Checked out, the pool no longer listens: a server that ends the session must not crash the process.
+  const ignore = () => {};
+  client.on('error', ignore);
+  let released = false;
+  return {
+    async rows<T>(query: SQL): Promise<T[]> {
+      const { sql: text, params } = dialect.sqlToQuery(query);
+      return (await client.query({ name: statementName(text), text, values: params })).rows as T[];
+    },
+    release(broken = false) {
+      if (released) return;
+      released = true;
+      heldPerPool.set(full, (heldPerPool.get(full) ?? 1) - 1);
+      // A broken connection is closed and may still report its end: it keeps the listener.
+      if (!broken) client.off('error', ignore);
+      client.release(broken);
+    },
+  };
+}

@@ -82,14 +82,30 @@ function openingKey(master: Buffer, salt: string): KeyObject {
   return key;
 }
 
-/** Encrypts `plaintext` under the keyring's active key with AES-256-GCM. */
-export function seal(keyring: Keyring, binding: SecretBinding, plaintext: string): Sealed {
+/** A record key derived ahead of time for one `seal` (its salt is used once). */
+export interface SealKey {
+  keyId: string;
+  salt: Buffer;
+  key: KeyObject;
+}
+
+/**
+ * Derives a record key under the keyring's active key now, for one `seal` later: a caller that
+ * must store a value the moment it arrives (a rotated refresh token) pays for HKDF before.
+ */
+export function prepareSeal(keyring: Keyring): SealKey {
   const keyId = keyring.activeId;
   const master = keyring.keys.get(keyId);
   if (!master) throw new Error(`active key ${keyId} missing from the keyring`);
   const salt = randomBytes(32);
+  return { keyId, salt, key: recordKey(master, salt) };
+}
+
+/** Encrypts `plaintext` under the keyring's active key with AES-256-GCM (with `prepared`, under that record key: use each once). */
+export function seal(keyring: Keyring, binding: SecretBinding, plaintext: string, prepared: SealKey = prepareSeal(keyring)): Sealed {
+  const { keyId, salt, key } = prepared;
   const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', recordKey(master, salt), iv);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(associatedData(keyId, binding));
   const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final(), cipher.getAuthTag()]);
   return { keyId, envelope: [FORMAT, salt.toString('base64url'), iv.toString('base64url'), ciphertext.toString('base64url')].join('.') };

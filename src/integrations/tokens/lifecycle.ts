@@ -15,7 +15,16 @@ import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './
 import { mintAndStore, mintOnly, presented, renewable } from './mint.ts';
 import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
-import { storeRotated } from './store-rotated.ts';
+import { prepareRotatedStore } from './store-rotated.ts';
+
+/** A database error's code (SQLSTATE or a system error's), for a log line that must carry nothing else of it. */
+function causeCode(error: unknown): string | undefined {
+  for (let cause = error; cause instanceof Error; cause = cause.cause) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+  }
+  return error instanceof Error ? error.name : undefined;
+}
 
 /** Counters the token lifecycle reports to (filled by the metrics feature). */
 export interface LifecycleMetrics {
@@ -35,7 +44,7 @@ export interface LifecycleDeps extends LoadDeps {
   /** Status changes queue their events here. */
   outbox: Outbox;
   metrics?: LifecycleMetrics;
-  logger: Pick<Logger, 'info' | 'warn' | 'error'>;
+  logger: Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
   timeouts: {
     /** A provider call is abandoned after this long (a refresh lease outlasts it). */
     providerMs: number;
@@ -133,24 +142,43 @@ export class TokenLifecycle {
       if (outcome.kind !== 'valid' && outcome.failure.verdict.answer !== 'passthrough') throw outcome.failure;
       return after;
     }
-    let tokens: TokenSet;
+    // Made ready before the call (a connection held, keys derived), so the answer is stored the moment it arrives (decision 255).
+    const rotated = await prepareRotatedStore(this.deps, loaded, actor);
+    let stored: LoadedIntegration | null;
     try {
-      tokens = await tokenRequest(loaded.provider, { grant_type: 'refresh_token', refresh_token: refreshToken });
-      this.deps.metrics?.refreshOutcome(loaded.provider.id, 'ok');
-    } catch (error) {
-      this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
-      const failed = judged(error, 'refresh');
-      let latest = loaded;
-      if (failed.verdict.recheck === 'reread') {
-        // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won (decision 36).
-        latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
-        if (latest.secrets.refresh_token !== refreshToken) return latest;
+      let tokens: TokenSet;
+      try {
+        tokens = await tokenRequest(loaded.provider, { grant_type: 'refresh_token', refresh_token: refreshToken });
+      } catch (error) {
+        rotated.release();
+        this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
+        const failed = judged(error, 'refresh');
+        let latest = loaded;
+        if (failed.verdict.recheck === 'reread') {
+          // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won (decision 36).
+          latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
+          if (latest.secrets.refresh_token !== refreshToken) return latest;
+        }
+        await this.settle(latest.row, failed, actor);
+        throw failed;
       }
-      await this.settle(latest.row, failed, actor);
-      throw failed;
+      // The provider has already retired the old refresh token: store the new one before anything else.
+      const answeredAt = performance.now();
+      try {
+        stored = await rotated.store(tokens);
+      } catch (error) {
+        this.deps.metrics?.refreshOutcome(loaded.provider.id, 'error');
+        // docs/contract.md §2: the rotation is gone with the answer; its next use is judged as any other (a rejected refresh token: invalid).
+        const { organizationId, id, provider } = loaded.row;
+        this.deps.logger.error({ integrationId: id, organizationId, provider, cause: causeCode(error) }, 'rotated token lost: the provider rotated it and it could not be stored');
+        throw error;
+      }
+      this.deps.metrics?.refreshOutcome(loaded.provider.id, 'ok');
+      // After the commit, with the version it wrote: bench/faults/sigkill-refresh.ts compares these lines with what survived a kill.
+      if (stored) this.deps.logger.debug({ integrationId: loaded.row.id, tokenVersion: stored.row.tokenVersion, storeMs: Math.round((performance.now() - answeredAt) * 10) / 10 }, 'rotated token stored');
+    } finally {
+      rotated.release();
     }
-    // The provider has already retired the old refresh token: store the new one before anything else.
-    const stored = await storeRotated(this.deps, loaded, tokens, actor);
     if (!stored) {
       this.deps.logger.error({ integrationId: loaded.row.id, provider: loaded.row.provider }, 'refreshed token lost a compare-and-set; keeping the stored one');
       return loadById(this.deps, loaded.row.organizationId, loaded.row.id);
