@@ -2,6 +2,7 @@
 // replaced with U+FFFD, on JSON routes (REST and GraphQL) and form routes; GraphQL documents and
 // JSON bodies nested too deep are a 400 before any recursive parser sees them, never a 500.
 // HTTP in, status and body out.
+import { getIntrospectionQuery } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
@@ -104,8 +105,8 @@ describe('nesting is bounded before anything recursive reads it', () => {
     ['a list literal 10,000 deep', `{ integration(id: ${'['.repeat(n)}"x"${']'.repeat(n)}) { id } }`],
     ['an object literal 10,000 deep', `{ integration(id: ${'{a:'.repeat(n)}1${'}'.repeat(n)}) { id } }`],
     ['selection sets 10,000 deep', `{ me ${'{ id x '.repeat(n)}${'}'.repeat(n)} }`],
-    ['parentheses 10,000 deep', `{ me${'('.repeat(n)} }`],
-    ['unbalanced brackets after a comment and a block string', `# ((((\n{ me(x: """ [[[ \\""" """) ${'['.repeat(n)} }`],
+    ['lists and objects alternating 10,000 deep', `{ integration(id: ${'[{a:'.repeat(n / 2)}1${'}]'.repeat(n / 2)}) { id } }`],
+    ['a deep list after a comment and a block string full of closing brackets', `# ]]]] }}}} ))))\n{ integration(id: """ ]]] }}} \\""" ))) """, x: "]]]", y: ${'['.repeat(n)}${']'.repeat(n)}) { id } }`],
   ];
 
   for (const [name, query] of documents) {
@@ -138,9 +139,15 @@ describe('nesting is bounded before anything recursive reads it', () => {
     expect(JSON.stringify(block.body)).not.toContain('nested deeper');
   });
 
-  it('still runs the standard introspection-depth and ordinary documents', async () => {
-    const { status } = await graphql({ query: `{ me { id } }` });
-    expect(status).toBe(200);
+  it('leaves the standard introspection query and values within the bound to the usual rules', async () => {
+    const introspection = await graphql({ query: getIntrospectionQuery() });
+    expect(introspection.status, JSON.stringify(introspection.body).slice(0, 300)).toBe(200);
+    expect(introspection.body.data.__schema.types.length).toBeGreaterThan(10);
+    // 60 deep: inside the bound (2 × 10 + 64), so the parser reads it and validation refuses the argument's type.
+    const within = await graphql({ query: `{ integration(id: ${'['.repeat(60)}"x"${']'.repeat(60)}) { id } }` });
+    expect(within.status).toBe(400);
+    expect(JSON.stringify(within.body)).not.toContain('nested deeper');
+    expect((await graphql({ query: '{ me { id } }' })).status).toBe(200);
   });
 
   it('refuses deeply nested variables and REST bodies with 400, never a 500', async () => {
