@@ -6,6 +6,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { utf8Body } from '../http/json-limits.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';
 import { ACCESS_TOKEN_TYPE, type ExchangeParams, LIFETIME, mintCapability, OAuthError, revokeCapability, TOKEN_EXCHANGE } from './exchange.ts';
@@ -82,9 +83,15 @@ function refusal(error: unknown, reply: { code(status: number): unknown }) {
 export function oauthRoutes(app: TypedFastify, services: Services): void {
   const urls = agentUrls(services.config.server.publicUrl);
   app.register(async (forms) => {
-    forms.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT }, (_request, body, done) => {
+    forms.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer', bodyLimit: FORM_BODY_LIMIT }, (_request, body, done) => {
+      let text: string;
+      try {
+        text = utf8Body(body as Buffer, true);
+      } catch (error) {
+        return done(error as Error, undefined);
+      }
       const params: Record<string, string | string[]> = {};
-      for (const [name, value] of new URLSearchParams(body as string)) {
+      for (const [name, value] of new URLSearchParams(text)) {
         const seen = params[name];
         params[name] = seen === undefined ? value : [...(Array.isArray(seen) ? seen : [seen]), value];
       }

@@ -149,6 +149,58 @@ function selectionCost(
   return total;
 }
 
+/**
+ * The deepest bracket nesting (`{`, `[`, `(`) a GraphQL document may have, from its depth limit
+ * (decision 237): each field level opens a selection set, and its arguments may hold lists and
+ * input objects, so twice the depth limit, plus 64 for values and for introspection (exempt from
+ * the depth limit, ~13 deep); never over 500, well inside what graphql-js's recursive parser
+ * survives on Node's default stack (it overflows between 1,000 and 2,000).
+ */
+export function maxNesting(maxDepth: number): number {
+  return Math.min(2 * maxDepth + 64, 500);
+}
+
+/**
+ * Refuses a document nested deeper than `limit` before graphql-js parses it (its parser
+ * recurses once per level, and a list 10,000 deep overflowed the stack): one linear scan
+ * counting open brackets outside strings, block strings and comments. A bracket inside them
+ * is text; an unbalanced document is left for the parser to refuse.
+ */
+export function nestingError(document: string, limit: number): GraphQLError | null {
+  let depth = 0;
+  const length = document.length;
+  for (let i = 0; i < length; i++) {
+    const code = document.charCodeAt(i);
+    if (code === 0x7b || code === 0x5b || code === 0x28) {
+      // { [ (
+      if (++depth > limit) return new GraphQLError(`Document is nested deeper than ${limit} brackets`, { extensions: { code: 'INVALID_INPUT' } });
+    } else if (code === 0x7d || code === 0x5d || code === 0x29) {
+      // } ] )
+      if (depth > 0) depth--;
+    } else if (code === 0x23) {
+      // # comment: to the end of the line.
+      while (i + 1 < length && document.charCodeAt(i + 1) !== 0x0a && document.charCodeAt(i + 1) !== 0x0d) i++;
+    } else if (code === 0x22) {
+      if (document.startsWith('"""', i)) {
+        // Block string: to the next unescaped `"""` (`\"""` is an escaped one).
+        i += 3;
+        while (i < length && !(document.startsWith('"""', i) && document.charCodeAt(i - 1) !== 0x5c)) i++;
+        i += 2;
+      } else {
+        // String: to the next unescaped `"`, or the end of the line (where the parser refuses it).
+        i++;
+        while (i < length) {
+          const c = document.charCodeAt(i);
+          if (c === 0x5c) i += 2;
+          else if (c === 0x22 || c === 0x0a || c === 0x0d) break;
+          else i++;
+        }
+      }
+    }
+  }
+  return null;
+}
+
 /** Root fields that read the schema itself (introspection), not data. */
 const INTROSPECTION_ROOTS = new Set(['__schema', '__type']);
 

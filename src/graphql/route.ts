@@ -9,7 +9,7 @@ import { AppError, type ErrorDetail } from '../http/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';
-import { documentCost, maxDepthRule, tooExpensive } from './limits.ts';
+import { documentCost, maxDepthRule, maxNesting, nestingError, tooExpensive } from './limits.ts';
 import { type GraphQLContext, graphqlContext } from './context.ts';
 import { inputDetails, inputMessage } from './input-errors.ts';
 import { graphqlSchema } from './schema.ts';
@@ -94,7 +94,8 @@ export async function graphqlRoutes(app: TypedFastify, services: Services): Prom
         throw new AppError('INVALID_INPUT', { message: `At most ${config.graphql.maxBatch} operations per batch`, details: [{ path: 'body', message: 'too many operations' }] });
       }
       // Every document is read first: the cost budget is the whole request's, and nothing runs when it is over.
-      const documents = operations.map(readDocument);
+      const nesting = maxNesting(config.graphql.maxDepth);
+      const documents = operations.map((operation) => readDocument(operation, nesting));
       let cost = 0;
       for (const [index, document] of documents.entries()) {
         if (!(document instanceof GraphQLError)) cost += documentCost(schema, document, operations[index]?.variables, config.graphql.maxCost - cost);
@@ -145,7 +146,10 @@ async function registerExecutor(app: TypedFastify, services: Services, schema: G
 type Operation = Static<typeof OperationSchema>;
 
 /** An operation's document, or the GraphQLError that refuses it (syntax, unstorable strings). */
-function readDocument(operation: Operation): DocumentNode | GraphQLError {
+function readDocument(operation: Operation, nesting: number): DocumentNode | GraphQLError {
+  // Bounded before it is parsed: graphql-js's parser recurses once per level of nesting.
+  const tooDeep = nestingError(operation.query, nesting);
+  if (tooDeep) return tooDeep;
   try {
     // Only GraphQL text: mercurius would otherwise try the string as a JSON-encoded AST.
     const document = parse(operation.query, { maxTokens: 20_000 });

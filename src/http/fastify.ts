@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/load.ts';
 import { clientErrorHandler } from './client-errors.ts';
 import { AppError, errorBody } from './errors.ts';
-import { unacceptableJson } from './json-limits.ts';
+import { unacceptableJson, utf8Body } from './json-limits.ts';
 import { requestScope } from './logging.ts';
 import { requestIdFrom } from './pipeline.ts';
 import type { TypedFastify } from './typed.ts';
@@ -54,9 +54,16 @@ export function createFastify(config: Config, logger: Logger): TypedFastify {
   fastify.removeContentTypeParser(['text/plain', 'application/json']);
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   // A body-less POST (logout) from a browser still says application/json: an empty body is no body.
-  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    parseJson(request, body as string, (error, value) => {
+  // Read as bytes: a string would already have had its invalid UTF-8 replaced (utf8Body refuses it).
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, bytes, done) => {
+    let body: string;
+    try {
+      body = utf8Body(bytes as Buffer);
+    } catch (error) {
+      return done(error as AppError, undefined);
+    }
+    if (body.trim() === '') return done(null, undefined);
+    parseJson(request, body, (error, value) => {
       if (error) return done(error, undefined);
       const problem = unacceptableJson(value);
       if (problem) return done(new AppError('INVALID_INPUT', { message: `Request body ${problem}`, details: [{ path: 'body', message: problem }] }), undefined);

@@ -14,6 +14,7 @@ import type {} from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import { newSecret, SECRET } from '../lib/ids.ts';
+import { utf8Body } from './json-limits.ts';
 import type { TypedFastify } from './typed.ts';
 
 /** The cookie that binds a form's nonce to the browser it was shown to. */
@@ -114,8 +115,12 @@ export class FormGuard {
  */
 export function formRoutes(app: TypedFastify, guard: FormGuard, register: (forms: TypedFastify) => void): void {
   app.register(async (forms) => {
-    forms.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT }, (_request, body, done) => {
-      done(null, Object.fromEntries(new URLSearchParams(body as string)));
+    forms.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer', bodyLimit: FORM_BODY_LIMIT }, (_request, body, done) => {
+      try {
+        done(null, Object.fromEntries(new URLSearchParams(utf8Body(body as Buffer, true))));
+      } catch (error) {
+        done(error as Error, undefined);
+      }
     });
     // Another site's form may say text/plain or multipart: not ours either way, so its body is not read as anything.
     forms.addContentTypeParser('*', { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT }, (_request, _body, done) => done(null, undefined));

@@ -4,26 +4,75 @@ import { pino, type Logger } from 'pino';
 import { prettyStream } from './log-pretty.ts';
 
 /** Field names whose values never reach a log line, whatever their shape. */
-const SECRET_KEY = '[^"]*(?:token|secret|password|passwd|authorization|cookie|api[_-]?key|code_verifier|client_assertion)[^"]*';
+const SECRET_KEY = '[^"]*?(?:token|secret|password|passwd|authorization|cookie|api[_-]?key|code_verifier|client_assertion)[^"]*';
+// Lazy (`[^"]*?`): the same matches, found without backtracking from each string's end.
 const SECRET_FIELD = new RegExp(String.raw`"(${SECRET_KEY})"\s*:\s*(?:"(?:[^"\\]|\\.)*"|\{[^{}]*\}|\[[^\[\]]*\])`, 'gi');
 
-/** Values recognizable by shape: provider tokens, our own tokens, webhook secrets, JWTs. */
+/**
+ * Every place a secret of ours rides in a URL — the one list the scrubber's URL rules are built
+ * from (decision 235). Matched whatever the case of the letters, after every layer of
+ * percent-encoding is undone (`scrubEncoded`).
+ */
+export const URL_SECRETS = {
+  /**
+   * Path segments after which a secret follows: the value of the next segment goes, whatever
+   * its shape. `connect/`: `GET /connect/<secret>` (a connect session's link, src/web/connect-pages.ts)
+   * and its start link `/v1/integrations/oauth/connect/<secret>/start` (src/http/form-guard.ts's
+   * form route); `oauth/authorizations/`: `/v1/oauth/authorizations/<request>` (docs/contract.md §9a,
+   * the consent handoff's request id, ≥ 32 random bytes).
+   */
+  pathPrefixes: ['connect', 'oauth/authorizations'],
+  /**
+   * Words that make a query or fragment parameter secret wherever its name contains one: OAuth's
+   * `code` and `state` (callbacks, `/oauth/authorize`), `token`, `access_token`, `refresh_token`,
+   * `subject_token` and the invitation link's `#token=` (§3), `code_verifier`, `client_assertion`,
+   * keys, passwords, the handoff's `request=`.
+   */
+  parameterWords: ['token', 'secret', 'password', 'code', 'state', 'key', 'assertion', 'verifier', 'request'],
+  /** Our own opaque tokens' prefixes (src/identity/credentials.ts; `tsr_`: §9a refresh tokens). */
+  tokenPrefixes: ['tsp_', 'tsa_', 'tss_', 'tsc_', 'tsr_'],
+  /** Any path segment this long of a secret's alphabet (base64url) is taken for one: `newSecret()` gives 43. */
+  segmentLength: 32,
+} as const;
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/**
+ * A path separator as a browser reads one: `/`, or `\` — serialized in the line as `\\`, so
+ * only a whole run of escaped backslashes counts (never the `\` of an escape such as `\n`).
+ */
+const SEP = String.raw`(?:/|(?<!\\)(?:\\\\)+)`;
+/** A word matched in either case letter by letter: as fast as the word itself, where the `i` flag is not. */
+const caseBlind = (word: string) => word.replace(/[a-z]/g, (letter) => `[${letter}${letter.toUpperCase()}]`);
+const PATH_PREFIXES = URL_SECRETS.pathPrefixes.map((prefix) => caseBlind(escapeRegExp(prefix)).replaceAll('/', SEP)).join('|');
+/**
+ * A listed prefix and its next segment, or any segment of a secret's shape: one pattern, one pass.
+ * Case-blind: `/CONNECT/<secret>` is the same secret (the router's case sensitivity aside).
+ */
+const SECRET_SEGMENT = new RegExp(String.raw`(${SEP}(?:(?:${PATH_PREFIXES})${SEP}(?=[^/\\?#\s"]{8})|(?=[A-Za-z0-9_-]{${URL_SECRETS.segmentLength}})))[^/\\?#\s"]+`, 'g');
+const SECRET_PARAMETER = new RegExp(String.raw`([?&;#][^=&#\s"\\?]*(?:${URL_SECRETS.parameterWords.join('|')})[^=&#\s"\\?]*=)[^&#\s"\\]*`, 'gi');
+const OUR_TOKEN = new RegExp(String.raw`\b(?:${URL_SECRETS.tokenPrefixes.map(escapeRegExp).join('|')})[A-Za-z0-9_-]{8,}`, 'gi');
+
+/**
+ * Values recognizable by shape: provider tokens, our own tokens, webhook secrets, JWTs; and the
+ * URL rules above. Case-blind where a case-changed value could still be a secret (a path, a
+ * parameter's name, our own prefixes); a provider's prefix in another case is no token of its.
+ */
 const SECRET_VALUES: [RegExp, string][] = [
   [/\bgh[opsur]_[A-Za-z0-9_]{8,}/g, 'gh*_[REDACTED]'],
   [/\bgithub_pat_[A-Za-z0-9_]{8,}/g, 'github_pat_[REDACTED]'],
   [/\bxox[a-z]-[A-Za-z0-9-]{6,}/g, 'xox*-[REDACTED]'],
   [/\bxoxe\.xox[a-z]-[A-Za-z0-9-]{6,}/g, 'xoxe-[REDACTED]'],
-  [/\bts[pasc]_[A-Za-z0-9_-]{8,}/g, 'ts*_[REDACTED]'],
+  [OUR_TOKEN, 'ts*_[REDACTED]'],
   [/\bwhsec_[A-Za-z0-9+/=]{8,}/g, 'whsec_[REDACTED]'],
   [/\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g, '[REDACTED-JWT]'],
   // RFC 6750's b64token: `_` included.
   [/\b(Bearer|Basic|token)\s+[\w.~+/=-]{8,}/gi, '$1 [REDACTED]'],
-  // A connect session's link (and its start link) holds its secret in the path.
-  [/\/connect\/[A-Za-z0-9_-]{32,}/g, '/connect/[REDACTED]'],
+  // A connect session's link (and its start link) holds its secret in the path; so may others (URL_SECRETS).
+  [SECRET_SEGMENT, '$1[REDACTED]'],
   // Query strings carry OAuth codes and states: keep only the path of logged URLs.
   [/(\bhttps?:\/\/[^\s"?#]*|"url"\s*:\s*"[^"?]*)\?(?:[^"\s\\]|\\.)*/g, '$1?[REDACTED]'],
-  // A secret-named parameter wherever a query string shows up without its URL.
-  [/([?&;][^=&#\s"\\?]*(?:token|secret|password|code|state|key)[^=&#\s"\\?]*=)[^&#\s"\\]*/gi, '$1[REDACTED]'],
+  // A secret-named parameter wherever a query string (or a fragment) shows up without its URL.
+  [SECRET_PARAMETER, '$1[REDACTED]'],
 ];
 
 /** A JSON string literal of the serialized line. */
