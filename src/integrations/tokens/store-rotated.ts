@@ -1,6 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type AuditActor, actorValues, auditInsert } from '../../audit/audit.ts';
 import { holdConnection, queryRows } from '../../db/client.ts';
+import { databaseUnavailable } from '../../db/failure.ts';
 import { prepareSeal, type SealKey, seal } from '../../secrets/crypto.ts';
 import type { TokenSet } from '../providers/types.ts';
 import { type SecretKind, type SecretValues, secretName } from '../secrets.ts';
@@ -61,7 +62,7 @@ export async function prepareRotatedStore(
           release(true);
           // The compare-and-set makes a repeat harmless: a first attempt that did commit makes it find nothing to update.
           const wait = Math.min(1000, 100 * 2 ** attempt);
-          if (!unreachable(error) || Date.now() + wait > answeredAt + STORE_RETRY_MS) throw error;
+          if (!databaseUnavailable(error) || Date.now() + wait > answeredAt + STORE_RETRY_MS) throw error;
           await sleep(wait);
         }
       }
@@ -136,18 +137,4 @@ function rotatedStatement(
     )})
     SELECT row_to_json(i) AS integration, (SELECT count(*) FROM ins)::int AS secrets_written, (SELECT count(*) FROM audit)::int AS audited FROM upd AS i`;
   return { statement, secrets };
-}
-
-/**
- * A failure to reach the database rather than a refusal of the statement: the connection
- * refused, reset or ended by the server (a restart, a failover), no connection slot, a
- * connection or statement timeout. Such a store is worth trying again; any other is not.
- */
-function unreachable(error: unknown): boolean {
-  for (let cause = error; cause instanceof Error; cause = cause.cause) {
-    const code = (cause as { code?: unknown }).code;
-    if (typeof code === 'string' && /^(08|53|57P0[1-3]|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|AI_AGAIN)$)/.test(code)) return true;
-    if (/Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(cause.message)) return true;
-  }
-  return false;
 }
