@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorCode, type ErrorDetail, errorBody } from './errors.ts';
+import { NAME_MESSAGE, NAME_PATTERN } from './names.ts';
 
 /**
  * The single error handler (docs/contract.md §2): rolls back the request's transaction,
@@ -126,6 +127,8 @@ function validationDetails(issues: AjvIssue[], context = 'body'): ErrorDetail[] 
     } else if (issue.keyword === 'additionalProperties' && typeof issue.params?.additionalProperty === 'string') {
       path = `${path}.${issue.params.additionalProperty}`;
       message = 'is not an accepted field';
+    } else if (issue.keyword === 'pattern' && issue.params?.pattern === NAME_PATTERN) {
+      message = NAME_MESSAGE;
     }
     return { path, message };
   });
