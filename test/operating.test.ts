@@ -45,12 +45,17 @@ async function organizationsPage(query: string, headers: Record<string, string> 
   return t.fastify.inject({ url: `/v1/organizations${query}`, headers });
 }
 
-/** Creates an organization owned by a new user, with `externalId`; that owner's token bound to it. */
+/**
+ * Creates an organization owned by a new user, which the system administrator links to
+ * `externalId` (only they or a service token set it, docs/contract.md §5d); that owner's token bound to it.
+ */
 async function customer(name: string, externalId: string): Promise<{ id: string; token: string; userId: string }> {
   const person = await registerAndLogin(t.fastify, 'customer');
-  const created = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(person.token), payload: { name, externalId } });
+  const created = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(person.token), payload: { name } });
   expect(created.statusCode, created.body).toBe(201);
   const { id } = created.json().organization;
+  const linked = await t.fastify.inject({ method: 'PATCH', url: `/v1/organizations/${id}`, headers: bearer(admin.token), payload: { externalId } });
+  expect(linked.statusCode, linked.body).toBe(200);
   const switched = await t.fastify.inject({ method: 'POST', url: '/v1/account/switch', headers: bearer(person.token), payload: { organizationId: id } });
   return { id, token: switched.json().accessToken, userId: person.userId };
 }
