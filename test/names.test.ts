@@ -5,9 +5,12 @@
 // door; names in any script, right-to-left ones included, are welcome.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
+import type { FakeProvider } from './fakes/common.ts';
+import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { graphqlData, graphqlRequest } from './helpers/graphql.ts';
 import { type Account, bearer, login, registerAndLogin } from './helpers/identity.ts';
+import { providerEnv } from './helpers/providers.ts';
 
 const ADMIN_EMAIL = 'root@example.com';
 const ADMIN_PASSWORD = 'bootstrap admin password';
@@ -20,12 +23,14 @@ const badNames = REFUSED.map((c) => `Acme${c}gpj.exe`);
 const GOOD = ['Ünïcødé GmbH', '株式会社テスト', 'شركة المثال', 'חברה בע״מ', 'O’Brien & Sons', 'Emoji 🚀 Labs'];
 
 let t: TestApp;
+let gh: FakeProvider;
 let admin: Account;
 let owner: Account;
 let apiToken: string;
 
 beforeAll(async () => {
-  t = await createTestApp({ env: { BOOTSTRAP_ADMIN_EMAIL: ADMIN_EMAIL, BOOTSTRAP_ADMIN_PASSWORD: ADMIN_PASSWORD, RATE_LIMIT_MAX: '0', LIMIT_ORGANIZATIONS_PER_USER: '20', OAUTH_REDIRECT_ORIGINS: `http://127.0.0.1:8080,${PRODUCT}` } });
+  gh = await startFakeGitHub();
+  t = await createTestApp({ env: { ...providerEnv(gh), BOOTSTRAP_ADMIN_EMAIL: ADMIN_EMAIL, BOOTSTRAP_ADMIN_PASSWORD: ADMIN_PASSWORD, RATE_LIMIT_MAX: '0', LIMIT_ORGANIZATIONS_PER_USER: '20', OAUTH_REDIRECT_ORIGINS: `http://127.0.0.1:8080,${PRODUCT}` } });
   await ensureBootstrapAdmin(t.app.services);
   admin = await login(t.fastify, ADMIN_EMAIL, ADMIN_PASSWORD);
   owner = await registerAndLogin(t.fastify, 'owner');
@@ -34,6 +39,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.close();
+  await gh?.close();
 });
 
 function expectNamed(res: { statusCode: number; body: string; json(): { code: string; details?: { path: string; message: string }[] } }, path: string, label: string): void {

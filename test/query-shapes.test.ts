@@ -99,7 +99,7 @@ describe("every route's query parameters are plain values", () => {
     const res = await call('GET', '/v1/integrations/github/proxy/user?per_page=1&per_page=2&filter[state]=open&labels[]=a&empty=&endUser=cust-a');
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json().login).toBe('alice');
-    const sent = gh.requests.slice(before).find((request) => request.path === '/user');
+    const sent = gh.requests.slice(before).find((request) => request.path.endsWith('/user') && request.search !== '');
     expect(sent?.search).toBe('?per_page=1&per_page=2&filter[state]=open&labels[]=a&empty=');
   });
 });

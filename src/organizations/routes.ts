@@ -17,7 +17,7 @@ import type { Services } from '../services.ts';
 import { deleteOrganization, listOrganizations, type OrganizationListed, organizationFor, updateOrganization } from './manage.ts';
 import { createOrganization } from './organizations.ts';
 
-const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for it (1–128 printable characters)" });
+const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's key for its customer: 1–128 printable characters, unique across the deployment, matched exactly; set only by a service token or a system administrator" });
 const Name = NameSchema({ minLength: 1, maxLength: 100, description: '1–100 characters (after trimming), no control or bidirectional formatting character' });
 const Organization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]) });
 const ListedOrganization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]), createdAt: Type.String({ format: 'date-time' }) });
