@@ -102,9 +102,10 @@ describe('createOrganization with an externalId', () => {
     expect(await organizationCount()).toBe(before);
     // The product's key (docs/contract.md §5d): a person who is not a system administrator may not set one, not even a free one.
     const other = await registerAndLogin(t.fastify, 'other-product');
+    const withTheirs = await organizationCount();
     expect((await create(other, 'Globex elsewhere', 'cust_globex')).errors?.[0]?.extensions.code).toBe('FORBIDDEN');
     expect((await create(other, 'Free key', 'cust_free')).errors?.[0]?.extensions.code).toBe('FORBIDDEN');
-    expect(await organizationCount()).toBe(before);
+    expect(await organizationCount()).toBe(withTheirs);
   });
 
   it('takes 1–128 printable characters, kept exactly, and refuses the rest with INVALID_INPUT', async () => {

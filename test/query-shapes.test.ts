@@ -71,6 +71,9 @@ describe('endUser is one plain value on every route that takes it', () => {
         expect(res.body, `${method} ${path}?${query}`).not.toMatch(/gho_|accessToken/);
       }
     }
+    // GraphQL's argument is a String: only an empty one is a shape to refuse.
+    const graphql = await t.fastify.inject({ method: 'POST', url: '/query', headers: bearer(apiToken), payload: { query: '{ integrations(endUser: "") { id } }' } });
+    expect(graphql.json().errors?.[0]?.extensions?.code, graphql.body).toBe('INVALID_INPUT');
     // Nothing was deleted by any of those, and the end user's integration still reads.
     expect((await call('GET', '/v1/integrations/github/token?endUser=cust-a')).statusCode).toBe(200);
     expect((await call('GET', '/v1/integrations')).json().integrations).toHaveLength(2);
