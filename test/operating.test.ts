@@ -25,6 +25,8 @@ let gh: FakeProvider;
 let admin: Account;
 let owner: Account;
 let apiToken: string;
+/** The product's service token: it links customers' organizations to their externalId. */
+let service: string;
 
 interface Page<T> {
   items: T[];
@@ -45,12 +47,17 @@ async function organizationsPage(query: string, headers: Record<string, string> 
   return t.fastify.inject({ url: `/v1/organizations${query}`, headers });
 }
 
-/** Creates an organization owned by a new user, with `externalId`; that owner's token bound to it. */
+/**
+ * Creates an organization owned by a new user, which the product's service token links to
+ * `externalId` (only it or a system administrator sets it, docs/contract.md §5d); that owner's token bound to it.
+ */
 async function customer(name: string, externalId: string): Promise<{ id: string; token: string; userId: string }> {
   const person = await registerAndLogin(t.fastify, 'customer');
-  const created = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(person.token), payload: { name, externalId } });
+  const created = await t.fastify.inject({ method: 'POST', url: '/v1/organizations', headers: bearer(person.token), payload: { name } });
   expect(created.statusCode, created.body).toBe(201);
   const { id } = created.json().organization;
+  const linked = await t.fastify.inject({ method: 'PATCH', url: `/v1/organizations/${id}`, headers: bearer(service), payload: { externalId } });
+  expect(linked.statusCode, linked.body).toBe(200);
   const switched = await t.fastify.inject({ method: 'POST', url: '/v1/account/switch', headers: bearer(person.token), payload: { organizationId: id } });
   return { id, token: switched.json().accessToken, userId: person.userId };
 }
@@ -63,6 +70,7 @@ beforeAll(async () => {
   });
   await ensureBootstrapAdmin(t.app.services);
   admin = await login(t.fastify, ADMIN.email, ADMIN.password);
+  service = (await graphqlData(t.fastify, admin.token, 'mutation { createServiceToken(name: "product") { token } }')).createServiceToken.token;
   owner = await registerAndLogin(t.fastify, 'owner');
   apiToken = (await graphqlData(t.fastify, owner.token, 'mutation { createAPIToken(name: "backend") { token } }')).createAPIToken.token;
 });

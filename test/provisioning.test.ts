@@ -1,6 +1,9 @@
 // Provisioning (docs/contract.md §5a): a product creates one organization per customer, finds it
 // again by its own id, mints an API token for each, and its customers' end users connect —
 // without a person in the loop. The last part runs docs/examples/provision.mjs over HTTP.
+// `externalId` is the product's key (§5d, decision 229): here the product provisions as the
+// deployment's system administrator (a service token's way is test/service-tokens.test.ts); a
+// person who is not one may not set it.
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
@@ -8,11 +11,12 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { provision } from '../docs/examples/provision.mjs';
 import { queryRows } from '../src/db/client.ts';
+import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { formOf } from './helpers/connect-page.ts';
-import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
+import { type Account, bearer, login, registerAndLogin } from './helpers/identity.ts';
 import { freePort, ROOT, spawnService, waitFor } from './helpers/process.ts';
 import { providerEnv } from './helpers/providers.ts';
 
@@ -54,13 +58,16 @@ beforeAll(async () => {
       PUBLIC_URL: tessera,
       OAUTH_REDIRECT_ORIGINS: `${tessera},${PRODUCT}`,
       RATE_LIMIT_MAX: '0',
+      BOOTSTRAP_ADMIN_EMAIL: 'ops@product.example',
+      BOOTSTRAP_ADMIN_PASSWORD: 'operator password of the product',
       // The backend example of docs/embedding.md receives the events.
       EVENTS_WEBHOOK_URL: `http://127.0.0.1:${backendPort}/webhooks/tessera`,
       EVENTS_WEBHOOK_SECRET: WEBHOOK_SECRET,
     },
   });
   await t.fastify.listen({ host: '127.0.0.1', port });
-  ops = await registerAndLogin(t.fastify, 'ops');
+  await ensureBootstrapAdmin(t.app.services);
+  ops = await login(t.fastify, 'ops@product.example', 'operator password of the product');
 });
 
 afterAll(async () => {
@@ -87,15 +94,18 @@ describe('createOrganization with an externalId', () => {
     expect(plainEvent?.data).toHaveProperty('externalId', null);
   });
 
-  it('answers CONFLICT when the same user creates the same externalId again, and nothing of that request persists', async () => {
+  it('answers CONFLICT when the externalId exists already, and nothing of that request persists; a person who is not a system administrator may not set one', async () => {
     await create(ops, 'Globex', 'cust_globex');
     const before = await organizationCount();
     const again = await graphql(ops.token, `mutation { a: createOrganization(name: "Other") { id } b: createOrganization(name: "Globex 2", externalId: "cust_globex") { id } }`);
     expect(again.errors?.map((e) => e.extensions.code)).toEqual(['CONFLICT']);
     expect(await organizationCount()).toBe(before);
-    // Unique per creating user: another user may use the same id for their own customer.
+    // The product's key (docs/contract.md §5d): a person who is not a system administrator may not set one, not even a free one.
     const other = await registerAndLogin(t.fastify, 'other-product');
-    expect((await create(other, 'Globex elsewhere', 'cust_globex')).data?.createOrganization?.externalId).toBe('cust_globex');
+    const withTheirs = await organizationCount();
+    expect((await create(other, 'Globex elsewhere', 'cust_globex')).errors?.[0]?.extensions.code).toBe('FORBIDDEN');
+    expect((await create(other, 'Free key', 'cust_free')).errors?.[0]?.extensions.code).toBe('FORBIDDEN');
+    expect(await organizationCount()).toBe(withTheirs);
   });
 
   it('takes 1–128 printable characters, kept exactly, and refuses the rest with INVALID_INPUT', async () => {
@@ -121,9 +131,9 @@ describe('organizationByExternalId', () => {
     const stranger = await registerAndLogin(t.fastify, 'stranger');
     expect((await graphql(stranger.token, FIND, { id: 'cust_initech' })).data?.organizationByExternalId).toBeNull();
     expect((await graphql(ops.token, FIND, { id: 'nobody' })).data?.organizationByExternalId).toBeNull();
-    // The stranger's own organization with the same id is theirs, not ops's.
-    const theirs = (await create(stranger, 'Their Initech', 'cust_initech')).data?.createOrganization;
-    expect((await graphql(stranger.token, FIND, { id: 'cust_initech' })).data?.organizationByExternalId?.id).toBe(theirs?.id);
+    // The stranger cannot make an organization of their own with the same id (docs/contract.md §5d): ops's stays the one.
+    expect((await create(stranger, 'Their Initech', 'cust_initech')).errors?.[0]?.extensions.code).toBe('FORBIDDEN');
+    expect((await graphql(stranger.token, FIND, { id: 'cust_initech' })).data?.organizationByExternalId).toBeNull();
     expect((await graphql(ops.token, FIND, { id: 'cust_initech' })).data?.organizationByExternalId?.id).toBe(mine?.id);
     expect((await graphql(ops.token, FIND, { id: '' })).errors?.[0]?.extensions.code).toBe('INVALID_INPUT');
   });

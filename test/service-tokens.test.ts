@@ -94,16 +94,14 @@ describe('managing organizations over REST', () => {
     // Another service token shares the namespace: externalId is unique among organizations service tokens created.
     const other = await createServiceToken(admin.token, { name: 'other backend' });
     expect((await newOrganization(other.token, { name: 'Acme', externalId: 'cust_acme' })).statusCode).toBe(409);
-    // A person's own externalIds are theirs: the same id is free to them.
+    // The product's key (docs/contract.md §5d): a person who is not a system administrator may not set one at all.
     const person = await registerAndLogin(t.fastify, 'person');
     const theirs = await newOrganization(person.token, { name: 'Theirs', externalId: 'cust_acme' });
-    expect(theirs.statusCode, theirs.body).toBe(201);
-    expect(theirs.json().organization.externalId).toBe('cust_acme');
+    expect(theirs.statusCode, theirs.body).toBe(403);
 
     const found = await t.fastify.inject({ url: '/v1/organizations?externalId=cust_acme', headers: as(service.token) });
     expect(found.statusCode, found.body).toBe(200);
-    expect(found.json().organizations.map((o: { id: string }) => o.id)).toContain(organization.id);
-    expect(found.json().organizations.every((o: { externalId: string }) => o.externalId === 'cust_acme')).toBe(true);
+    expect(found.json().organizations.map((o: { id: string }) => o.id)).toEqual([organization.id]);
 
     const read = await t.fastify.inject({ url: `/v1/organizations/${organization.id}`, headers: as(service.token) });
     expect(read.json()).toEqual({ success: true, organization: { ...organization, createdAt: expect.any(String) } });
@@ -142,9 +140,10 @@ describe('managing organizations over REST', () => {
     }
   });
 
-  it('lets a user create one they own (with an externalId) but list none; an API token creates none', async () => {
+  it('lets a user create one they own (without an externalId: the product sets that) but list none; an API token creates none', async () => {
     const person = await registerAndLogin(t.fastify, 'creator');
-    const res = await newOrganization(person.token, { name: 'Mine', externalId: 'mine-1' });
+    expect((await newOrganization(person.token, { name: 'Mine', externalId: 'mine-1' })).statusCode).toBe(403);
+    const res = await newOrganization(person.token, { name: 'Mine' });
     expect(res.statusCode, res.body).toBe(201);
     const access = await t.fastify.inject({ url: '/v1/account/access', headers: bearer(person.token) });
     expect(access.json().organizations).toContainEqual({ id: res.json().organization.id, name: 'Mine', role: 'owner' });

@@ -1,7 +1,8 @@
 // Provisioning from a product's backend (docs/embedding.md), with @tessera/client
 // (packages/client): one Tessera organization per customer, found again by the customer's id in
 // the product (`externalId`), an API token for each, and a connect link for the customer's end
-// user — as a Tessera user, for a product without a service token. Node 20.11 or later.
+// user — as the deployment's system administrator (only they and service tokens set `externalId`,
+// the product's key), for a product without a service token. Node 20.11 or later.
 //
 //   TESSERA_URL=http://127.0.0.1:8080 TESSERA_EMAIL=ops@product.example TESSERA_PASSWORD=… \
 //   REDIRECT_URI=http://127.0.0.1:3000/integrations/done node docs/examples/provision.mjs acme globex
@@ -23,7 +24,7 @@ export async function provision({ url, email, password, customers, redirectUri, 
   const ops = await Tessera.login({ baseUrl: url, email, password });
   const results = [];
   for (const customer of customers) {
-    // Finding by externalId is GraphQL for a person (REST's list is a service token's).
+    // Finding by externalId is GraphQL for a person (REST's list is a service token's); the key is unique, so one is found or none.
     const { organizationByExternalId: found } = await ops.graphql(FIND, { id: customer.id });
     const organization = found ?? (await ops.organizations.create({ name: customer.name, externalId: customer.id })).organization;
     const apiToken = await ops.apiTokens.create({ name: 'product backend', organizationId: organization.id });

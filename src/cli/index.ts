@@ -136,7 +136,7 @@ export function buildProgram(): Command {
 
   const orgs = program.command('orgs').description('organizations (a service token creates one per customer)');
   apiCommand(orgs, 'create <name>', 'create an organization')
-    .option('--external-id <id>', "the product's own id for the customer")
+    .option('--external-id <id>', "the product's key for the customer (a service token or a system administrator; unique)")
     .action(action(async (name: string, options: ApiOptions & { externalId?: string }) => (await api()).createOrganization(name, options)));
 
   const apiTokens = program.command('api-tokens').description("an organization's API tokens");

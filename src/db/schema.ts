@@ -18,19 +18,18 @@ export const organizations = pgTable(
   {
     id: text('id').primaryKey(),
     name: text('name').notNull(),
-    /** The product's own id for this organization (provisioning), unique per creating user. */
+    /** The product's key for its customer (docs/contract.md §5d): set only by service tokens and system administrators, unique across the deployment. */
     externalId: text('external_id'),
-    /** Who created it: the scope of `external_id`'s uniqueness. */
+    /** The user who created it, if one did (LIMIT_ORGANIZATIONS_PER_USER counts these). */
     createdByUserId: text('created_by_user_id'),
-    /** The service token that created it, if one did: `external_id` is unique among all such organizations. */
+    /** The service token that created it, if one did. */
     createdByServiceTokenId: text('created_by_service_token_id'),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
   (t) => [
-    uniqueIndex('organizations_creator_external_id_key').on(t.createdByUserId, t.externalId).where(sql`external_id IS NOT NULL`),
-    uniqueIndex('organizations_service_external_id_key').on(t.externalId).where(sql`external_id IS NOT NULL AND created_by_service_token_id IS NOT NULL`),
-    index('organizations_external_id_idx').on(t.externalId, t.id).where(sql`external_id IS NOT NULL`),
+    uniqueIndex('organizations_external_id_key').on(t.externalId).where(sql`external_id IS NOT NULL`),
+    index('organizations_created_by_user_idx').on(t.createdByUserId),
   ],
 );
 

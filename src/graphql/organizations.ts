@@ -61,7 +61,7 @@ export function organizationTypes(builder: Builder) {
     fields: (t) => ({
       id: t.exposeID('id'),
       name: t.exposeString('name'),
-      externalId: t.exposeString('externalId', { nullable: true, description: "The product's own id for it, given to createOrganization" }),
+      externalId: t.exposeString('externalId', { nullable: true, description: "The product's key for its customer: unique across the deployment, set only by a service token or a system administrator" }),
       role: t.exposeString('role', { description: "The caller's role there: owner, admin or member" }),
     }),
   });
@@ -125,7 +125,7 @@ export function organizationQueries(t: QueryFields, { UserRef, OrganizationRef, 
     organizationByExternalId: t.field({
       type: OrganizationRef,
       nullable: true,
-      description: 'The organization with that externalId among those the signed-in caller belongs to (preferring one the caller created; a token: the organization it acts in), or null',
+      description: 'The organization with that externalId (matched exactly) if the caller belongs to it (a token: if it is the organization the token acts in), else null',
       args: { externalId: t.arg.string({ required: true }) },
       resolve: async (_root, args, ctx) => {
         const principal = principalOf(ctx);
@@ -166,7 +166,7 @@ export function organizationMutations(t: MutationFields, { OrganizationRef, Memb
   return {
     createOrganization: t.field({
       type: OrganizationRef,
-      description: 'Creates an organization the caller owns; externalId (1–128 printable characters) is unique among those the caller created',
+      description: "Creates an organization the caller owns; externalId, the product's key (1–128 printable characters, unique across the deployment), only from a system administrator (not impersonating)",
       args: { name: t.arg.string({ required: true }), externalId: t.arg.string({ required: false }) },
       resolve: async (_root, args, ctx) => {
         const principal = requireUser(principalOf(ctx));

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseUnavailable } from '../db/failure.ts';
 import { AppError, type ErrorCode, type ErrorDetail, errorBody } from './errors.ts';
+import { NAME_MESSAGE, NAME_PATTERN } from './names.ts';
 
 /**
  * The single error handler (docs/contract.md §2): rolls back the request's transaction,
@@ -154,6 +155,8 @@ function validationDetails(issues: AjvIssue[], context = 'body'): ErrorDetail[] 
     } else if (issue.keyword === 'additionalProperties' && typeof issue.params?.additionalProperty === 'string') {
       path = `${path}.${issue.params.additionalProperty}`;
       message = 'is not an accepted field';
+    } else if (issue.keyword === 'pattern' && issue.params?.pattern === NAME_PATTERN) {
+      message = NAME_MESSAGE;
     }
     return { path, message };
   });

@@ -8,6 +8,7 @@ import { unacceptableJson, utf8Body } from './json-limits.ts';
 import { requestScope } from './logging.ts';
 import { requestIdFrom } from './pipeline.ts';
 import type { TypedFastify } from './typed.ts';
+import { installQueryShapes } from './query-shapes.ts';
 import { installValidation } from './validation.ts';
 import { routeTracer } from '../telemetry/tracing.ts';
 
@@ -49,6 +50,7 @@ export function createFastify(config: Config, logger: Logger): TypedFastify {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installValidation(fastify);
+  installQueryShapes(fastify);
   installRequestScope(fastify);
   // JSON only: text/plain bodies are the classic CSRF vector.
   fastify.removeContentTypeParser(['text/plain', 'application/json']);

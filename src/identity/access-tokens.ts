@@ -4,6 +4,7 @@ import { recordAudit } from '../audit/audit.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import { apiTokens, connectSessions, memberships, personalAccessTokens } from '../db/schema.ts';
 import { AppError } from '../http/errors.ts';
+import { checkName } from '../http/names.ts';
 import type { Work } from '../http/unit-of-work.ts';
 import { getOrganization, membershipOf } from '../organizations/organizations.ts';
 import { requireRole, requireSessionUser, roleAtLeast } from './authorize.ts';
@@ -35,11 +36,9 @@ export function assertFuture(expiresAt: Date | null | undefined): void {
   }
 }
 
-/** A token's name, trimmed: 1–100 characters, else 400. */
+/** A token's name, trimmed: 1–100 characters, a name others read (http/names.ts), else 400. */
 export function assertName(name: string): string {
-  const trimmed = name.trim();
-  if (!trimmed || trimmed.length > 100) throw new AppError('INVALID_INPUT', { details: [{ path: 'name', message: 'must be 1–100 characters' }] });
-  return trimmed;
+  return checkName(name, 'name', { max: 100 });
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
 import { AppError } from '../http/errors.ts';
+import { NameSchema } from '../http/names.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { unitOfWork } from '../http/unit-of-work.ts';
 import { createOrganization, getOrganization, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
@@ -30,7 +31,7 @@ function register(app: TypedFastify, services: Services): void {
       schema: {
         summary: 'Create a user and a personal organization (as REGISTRATION allows)',
         tags: ['identity'],
-        body: Type.Object({ email: Email, password: Password, name: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }),
+        body: Type.Object({ email: Email, password: Password, name: Type.Optional(NameSchema({ maxLength: 100 })) }, { additionalProperties: false }),
         response: { 201: Type.Object({ success: Type.Literal(true), user: UserSchema, organization: OrganizationSchema }) },
       },
     },

@@ -64,21 +64,24 @@ export function invalidPath(): AppError {
 /**
  * Takes `endUser` out of a proxied call's raw query string (`?…` or ''): it selects our
  * integration (docs/contract.md §5d) and is never forwarded, under any spelling of its name. The
- * other parameters pass byte for byte. Given twice, or not an end user's id → 400.
+ * other parameters pass byte for byte. Given twice, as `endUser[…]`, or not an end user's id → 400.
  */
 export function takeEndUser(query: string): { endUserId: string | null; forwarded: string } {
   if (query === '' || query === '?') return { endUserId: null, forwarded: query };
   const kept: string[] = [];
   const found: string[] = [];
+  let bracketed = false;
   for (const part of query.slice(1).split('&')) {
     const at = part.indexOf('=');
     const name = decodeQueryPart(at === -1 ? part : part.slice(0, at));
     if (name === 'endUser') found.push(decodeQueryPart(at === -1 ? '' : part.slice(at + 1)) ?? '');
+    // `endUser[]=x`, `endUser[k]=x`: never a provider's parameter, never silently the organization's own (decision 231).
+    else if (name?.startsWith('endUser[')) bracketed = true;
     else kept.push(part);
   }
-  if (found.length === 0) return { endUserId: null, forwarded: query };
+  if (found.length === 0 && !bracketed) return { endUserId: null, forwarded: query };
   const [endUserId] = found;
-  if (found.length > 1 || endUserId === undefined || !PRODUCT_ID.test(endUserId)) {
+  if (bracketed || found.length > 1 || endUserId === undefined || !PRODUCT_ID.test(endUserId)) {
     throw new AppError('INVALID_INPUT', { details: [{ path: 'querystring.endUser', message: "must be one end user's id (1–128 printable characters)" }] });
   }
   return { endUserId, forwarded: kept.length > 0 ? `?${kept.join('&')}` : '' };

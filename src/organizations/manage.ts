@@ -13,7 +13,7 @@ import { AppError } from '../http/errors.ts';
 import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
 import { requireUser, roleAtLeast } from '../identity/authorize.ts';
 import { ULID } from '../lib/ids.ts';
-import { membershipOf, normalizeOrganizationName, type OrganizationRef } from './organizations.ts';
+import { assertSetsProductKeys, checkExternalId, lockExternalId, membershipOf, normalizeOrganizationName, type OrganizationRef, setsProductKeys } from './organizations.ts';
 
 export interface OrganizationListed extends OrganizationRef {
   createdAt: Date;
@@ -81,13 +81,14 @@ export async function listOrganizations(db: Db, input: { first: number; after?: 
  * on any organization (as an admin there); a user where they act (the session's or the PAT's
  * organization) or, with a session, where they are a member. An organization that does not
  * exist or that the caller does not belong to is 404 alike; too low a role, 403. With `lock`,
- * the row is held for the rest of the transaction.
+ * the row is held for the rest of the transaction. With `systemAdmin`, a system administrator as
+ * themselves (`setsProductKeys`) may act on any organization too.
  */
-export async function organizationFor(work: Work, id: string, minimum: Role, options: { lock?: boolean } = {}): Promise<OrganizationListed & { principal: Principal }> {
+export async function organizationFor(work: Work, id: string, minimum: Role, options: { lock?: boolean; systemAdmin?: boolean } = {}): Promise<OrganizationListed & { principal: Principal }> {
   const principal = work.actor.principal;
   const notFound = new AppError('NOT_FOUND', { message: 'No such organization' });
   if (!ULID.test(id)) throw notFound;
-  if (principal?.kind !== 'service_token') {
+  if (principal?.kind !== 'service_token' && !(options.systemAdmin && setsProductKeys(principal))) {
     const user = requireUser(principal);
     const role = user.organizationId === id ? user.role : user.kind === 'jwt' ? (await membershipOf(work.db, id, user.userId))?.role : undefined;
     if (role === undefined) throw notFound;
@@ -99,13 +100,43 @@ export async function organizationFor(work: Work, id: string, minimum: Role, opt
   return { ...row, principal };
 }
 
-/** Renames an organization (owner/admin, or a service token). */
-export async function renameOrganization(work: Work, input: { id: string; name: string }): Promise<OrganizationListed> {
-  const name = normalizeOrganizationName(input.name);
-  const { principal: _principal, ...organization } = await organizationFor(work, input.id, 'admin', { lock: true });
-  await work.db.update(organizations).set({ name, updatedAt: new Date() }).where(eq(organizations.id, organization.id));
-  await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'organization.renamed', targetType: 'organization', targetId: organization.id, detail: { from: organization.name, to: name } });
-  return { ...organization, name };
+/**
+ * Renames an organization and/or sets its `externalId` (docs/contract.md §5d): `name` by an owner,
+ * a system administrator or a service token; `externalId` — a value, linking an organization a
+ * person made to the product's key, or null to clear it — by a system administrator or a service
+ * token only (403), unique across the deployment (409). Each change is audited.
+ */
+export async function updateOrganization(work: Work, input: { id: string; name?: string; externalId?: string | null }): Promise<OrganizationListed> {
+  if (input.name === undefined && input.externalId === undefined) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'body', message: 'must give name, externalId or both' }] });
+  }
+  const name = input.name === undefined ? undefined : normalizeOrganizationName(input.name, 'body.name');
+  const externalId = input.externalId == null ? input.externalId : checkExternalId(input.externalId, 'body.externalId');
+  if (externalId !== undefined) assertSetsProductKeys(work.actor.principal);
+  const { principal: _principal, ...organization } = await organizationFor(work, input.id, 'owner', { lock: true, systemAdmin: true });
+  const changed = { ...organization };
+  if (externalId !== undefined && externalId !== organization.externalId) {
+    if (externalId !== null) {
+      await lockExternalId(work.db, externalId);
+      const [taken] = await work.db.select({ id: organizations.id }).from(organizations).where(eq(organizations.externalId, externalId));
+      if (taken) throw new AppError('CONFLICT', { message: 'An organization with that externalId exists already' });
+    }
+    await work.db.update(organizations).set({ externalId, updatedAt: new Date() }).where(eq(organizations.id, organization.id));
+    await recordAudit(work.db, work.actor, {
+      organizationId: organization.id,
+      action: 'organization.external_id_changed',
+      targetType: 'organization',
+      targetId: organization.id,
+      detail: { from: organization.externalId, to: externalId },
+    });
+    changed.externalId = externalId;
+  }
+  if (name !== undefined && name !== organization.name) {
+    await work.db.update(organizations).set({ name, updatedAt: new Date() }).where(eq(organizations.id, organization.id));
+    await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'organization.renamed', targetType: 'organization', targetId: organization.id, detail: { from: organization.name, to: name } });
+    changed.name = name;
+  }
+  return changed;
 }
 
 /**

@@ -3,15 +3,16 @@ import { monotonicIds, PRODUCT_ID } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
 import { type Db, queryRows } from '../db/client.ts';
 import { memberships, organizations, users } from '../db/schema.ts';
-import type { Role } from '../http/context.ts';
+import type { Principal, Role } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
+import { checkName } from '../http/names.ts';
 import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
 import { requireGrantor, requireRole } from '../identity/authorize.ts';
 
 export interface OrganizationRef {
   id: string;
   name: string;
-  /** The product's own id for it (its customer's), unique per creating user; null when none was given. */
+  /** The product's key for its customer (docs/contract.md §5d): unique across the deployment; null when it has none. */
   externalId: string | null;
 }
 
@@ -19,13 +20,34 @@ export interface OrganizationWithRole extends OrganizationRef {
   role: Role;
 }
 
-/** Trims and checks an organization name (1–100 characters after trimming). */
-export function normalizeOrganizationName(name: string): string {
-  const trimmed = name.trim();
-  if (trimmed.length < 1 || trimmed.length > 100) {
-    throw new AppError('INVALID_INPUT', { details: [{ path: 'body.name', message: 'must be 1–100 characters after trimming' }] });
+/** Trims and checks an organization name: 1–100 characters after trimming, a name others read (http/names.ts). */
+export function normalizeOrganizationName(name: string, path = 'name'): string {
+  return checkName(name, path, { max: 100 });
+}
+
+/**
+ * Whether the caller may set an organization's `externalId`, the product's key for its customer
+ * (docs/contract.md §5d): a service token, or a system administrator as themselves — their session
+ * or PAT, never while impersonating or having entered an organization to read it.
+ */
+export function setsProductKeys(principal: Principal | null): boolean {
+  if (principal?.kind === 'service_token') return true;
+  return Boolean(principal?.systemAdmin && principal.userId && (principal.kind === 'jwt' || principal.kind === 'pat') && !principal.impersonatorId && !principal.entered);
+}
+
+/** 403 unless the caller may set an `externalId` (`setsProductKeys`). */
+export function assertSetsProductKeys(principal: Principal | null): void {
+  if (!setsProductKeys(principal)) {
+    throw new AppError('FORBIDDEN', { message: "externalId is the product's key for its customer: only a service token or a system administrator sets it" });
   }
-  return trimmed;
+}
+
+/**
+ * Serializes, until commit, every writer of one `externalId` (creating, linking): the second one's
+ * check then sees the first one's row and answers 409, instead of running into the unique index.
+ */
+export async function lockExternalId(db: Db, externalId: string): Promise<void> {
+  await queryRows(db, sql`SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtext(${`organizations.external_id:${externalId}`}))) AS locked`);
 }
 
 /**
@@ -49,7 +71,8 @@ const nextOrganizationId = monotonicIds();
 async function assertOrganizationQuota(db: Db, userId: string, quota: number): Promise<void> {
   await queryRows(db, sql`SELECT 1 FROM users WHERE id = ${userId} FOR UPDATE`);
   // Counted by a statement of its own, whose snapshot follows the lock: it sees what the previous holder committed.
-  const [row] = await queryRows<{ created: number }>(db, sql`SELECT count(*)::int AS created FROM organizations WHERE created_by_user_id = ${userId}`);
+  // One carrying a product's key is the product's customer, not the person's own: it does not count (docs/contract.md §5d).
+  const [row] = await queryRows<{ created: number }>(db, sql`SELECT count(*)::int AS created FROM organizations WHERE created_by_user_id = ${userId} AND external_id IS NULL`);
   if ((row?.created ?? 0) >= quota) {
     throw new AppError('CONFLICT', { message: `You have reached the limit of ${quota} organizations per user (LIMIT_ORGANIZATIONS_PER_USER)` });
   }
@@ -60,27 +83,27 @@ export type OrganizationCreator = { ownerUserId: string } | { serviceTokenId: st
 
 /**
  * Creates an organization, queues `organization.created` and audits it. A user creating it
- * becomes its owner; with an `externalId`, they may not have created another with the same
- * one (409), and with a `quota` (a person asking, not start-up or a first sign-in) not more
- * organizations than that (409). One created by a service token has no member, and its
- * `externalId` is unique among all organizations service tokens created (409).
+ * becomes its owner; with a `quota` (a person asking, not start-up or a first sign-in) not more
+ * organizations than that (409). One created by a service token has no member. An `externalId`
+ * is the product's key (docs/contract.md §5d): only a service token or a system administrator
+ * gives one (403), it is unique across the deployment (409), and an organization carrying one
+ * does not count against its creator's quota.
  */
 export async function createOrganization(work: UnitOfWork, input: OrganizationCreator & { name: string; externalId?: string | null; quota?: number }): Promise<OrganizationRef> {
-  const name = normalizeOrganizationName(input.name);
   const externalId = input.externalId == null ? null : checkExternalId(input.externalId);
+  if (externalId !== null) assertSetsProductKeys(work.actor.principal);
+  const name = normalizeOrganizationName(input.name);
   const ownerUserId = 'ownerUserId' in input ? input.ownerUserId : null;
-  if (ownerUserId !== null && input.quota !== undefined) await assertOrganizationQuota(work.db, ownerUserId, input.quota);
+  if (ownerUserId !== null && input.quota !== undefined && externalId === null) await assertOrganizationQuota(work.db, ownerUserId, input.quota);
+  if (externalId !== null) await lockExternalId(work.db, externalId);
   const id = nextOrganizationId();
-  // The unique indexes ((created_by_user_id, external_id); external_id among service tokens'
-  // organizations) decide, a concurrent twin included: no row inserted means a conflict.
+  // The unique index on external_id decides, a concurrent twin included: no row inserted means a conflict.
   const inserted = await work.db
     .insert(organizations)
     .values({ id, name, externalId, createdByUserId: ownerUserId, createdByServiceTokenId: 'serviceTokenId' in input ? input.serviceTokenId : null })
     .onConflictDoNothing()
     .returning({ id: organizations.id });
-  if (inserted.length === 0) {
-    throw new AppError('CONFLICT', { message: ownerUserId === null ? 'An organization with that externalId exists already' : 'You already created an organization with that externalId' });
-  }
+  if (inserted.length === 0) throw new AppError('CONFLICT', { message: 'An organization with that externalId exists already' });
   if (ownerUserId !== null) await work.db.insert(memberships).values({ organizationId: id, userId: ownerUserId, role: 'owner' });
   await work.outbox.emit(work.db, work.afterCommit, {
     organizationId: id,
@@ -91,17 +114,13 @@ export async function createOrganization(work: UnitOfWork, input: OrganizationCr
   return { id, name, externalId };
 }
 
-/**
- * The organization with `externalId` among those `userId` belongs to, or null: the one they
- * created with it first, else (another member created it) the oldest membership's.
- */
+/** The organization with `externalId` (unique across the deployment) if `userId` belongs to it, else null. */
 export async function organizationByExternalId(db: Db, userId: string, externalId: string): Promise<OrganizationWithRole | null> {
   const [row] = await db
     .select(withRole)
     .from(memberships)
     .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
     .where(and(eq(memberships.userId, userId), eq(organizations.externalId, externalId)))
-    .orderBy(sql`${organizations.createdByUserId} = ${userId} desc`, asc(memberships.createdAt), asc(organizations.id))
     .limit(1);
   return row ?? null;
 }

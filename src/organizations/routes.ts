@@ -1,23 +1,24 @@
 /**
  * Organizations over REST (docs/contract.md §3, §5d): a user creates one and owns it; a product's
- * service token creates, finds (by its own `externalId`), renames and deletes its customers'
+ * service token creates, finds (by its `externalId`, the product's key), renames, links and deletes its customers'
  * organizations. Deleting one offboards it: everything it holds goes in one transaction, and
  * its grants are revoked at their providers after the commit.
  */
 import { Type } from 'typebox';
 import type { Principal } from '../http/context.ts';
 import { AppError } from '../http/errors.ts';
+import { NameSchema } from '../http/names.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
 import { requireUser } from '../identity/authorize.ts';
 import { deleteOrganizationIntegrations } from '../integrations/delete.ts';
 import { PRODUCT_ID_PATTERN } from '../lib/ids.ts';
 import type { Services } from '../services.ts';
-import { deleteOrganization, listOrganizations, type OrganizationListed, organizationFor, renameOrganization } from './manage.ts';
+import { deleteOrganization, listOrganizations, type OrganizationListed, organizationFor, updateOrganization } from './manage.ts';
 import { createOrganization } from './organizations.ts';
 
-const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's own id for it (1–128 printable characters)" });
-const Name = Type.String({ minLength: 1, maxLength: 100, description: '1–100 characters (after trimming)' });
+const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's key for its customer: 1–128 printable characters, unique across the deployment, matched exactly; set only by a service token or a system administrator" });
+const Name = NameSchema({ minLength: 1, maxLength: 100, description: '1–100 characters (after trimming), no control or bidirectional formatting character' });
 const Organization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]) });
 const ListedOrganization = Type.Object({ id: Type.String(), name: Type.String(), externalId: Type.Union([Type.String(), Type.Null()]), createdAt: Type.String({ format: 'date-time' }) });
 const Count = Type.Integer({ minimum: 0 });
@@ -45,7 +46,7 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
     {
       config: { auth: 'authenticated', errors: ['CONFLICT'] },
       schema: {
-        summary: 'Create an organization: a user becomes its owner; one a service token creates has no member until someone is invited',
+        summary: "Create an organization: a user becomes its owner; one a service token creates has no member until someone is invited. externalId, the product's key, only from a service token or a system administrator",
         tags: ['organizations'],
         body: Type.Object({ name: Name, externalId: Type.Optional(ExternalId) }, { additionalProperties: false }),
         response: { 201: Type.Object({ success: Type.Literal(true), organization: Organization }) },
@@ -99,14 +100,14 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
     {
       config: { auth: 'authenticated', errors: [] },
       schema: {
-        summary: 'An organization (a member, or a service token)',
+        summary: 'An organization (a member, a system administrator or a service token)',
         tags: ['organizations'],
         params: IdParams,
         response: { 200: Type.Object({ success: Type.Literal(true), organization: ListedOrganization }) },
       },
     },
     async (request) => {
-      const organization = await organizationFor({ db: services.db, actor: { principal: request.ctx.principal, requestId: request.id } }, request.params.id, 'member');
+      const organization = await organizationFor({ db: services.db, actor: { principal: request.ctx.principal, requestId: request.id } }, request.params.id, 'member', { systemAdmin: true });
       return { success: true as const, organization: listedView(organization) };
     },
   );
@@ -114,17 +115,17 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
   app.patch(
     '/v1/organizations/:id',
     {
-      config: { auth: 'authenticated', errors: [] },
+      config: { auth: 'authenticated', errors: ['CONFLICT'] },
       schema: {
-        summary: 'Rename an organization (owner or admin, or a service token)',
+        summary: "Rename an organization (its owner, a system administrator or a service token) or set its externalId, the product's key (a system administrator or a service token)",
         tags: ['organizations'],
         params: IdParams,
-        body: Type.Object({ name: Name }, { additionalProperties: false }),
+        body: Type.Object({ name: Type.Optional(Name), externalId: Type.Optional(Type.Union([ExternalId, Type.Null()])) }, { additionalProperties: false }),
         response: { 200: Type.Object({ success: Type.Literal(true), organization: ListedOrganization }) },
       },
     },
     async (request) => {
-      const organization = await renameOrganization(await unitOfWork(request, services), { id: request.params.id, name: request.body.name });
+      const organization = await updateOrganization(await unitOfWork(request, services), { id: request.params.id, ...request.body });
       return { success: true as const, organization: listedView(organization) };
     },
   );

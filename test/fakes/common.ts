@@ -34,6 +34,8 @@ export interface FakeRequest {
   method: string;
   path: string;
   query: Record<string, string>;
+  /** The query string as it arrived (`?…` or ''): repeated and bracketed parameters as sent. */
+  search: string;
   headers: IncomingHttpHeaders;
   body: string;
 }
@@ -443,7 +445,7 @@ export async function startFakeProvider<U extends FakeUser>(
     const body = await readBody(req);
     const method = req.method ?? 'GET';
     const ctx: FakeContext = { req, res: response, method, path: url.pathname, query: url.searchParams, body };
-    requests.push({ method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers: { ...req.headers }, body });
+    requests.push({ method, path: url.pathname, query: Object.fromEntries(url.searchParams), search: url.search, headers: { ...req.headers }, body });
 
     const path = url.pathname;
     const route: Route =

@@ -128,7 +128,7 @@ export class Organizations {
     this.#t = tessera;
   }
   /**
-   * Creates an organization, optionally with the product's own id for the customer (`POST /v1/organizations`).
+   * Creates an organization, optionally with the product's key for the customer, `externalId` (a service token or a system administrator) (`POST /v1/organizations`).
    * @param {RequestBody<'organizations_create'>} organization
    * @returns {Promise<SuccessBody<'organizations_create'>>}
    */
@@ -152,7 +152,7 @@ export class Organizations {
     return this.#t.settle(this.#t.raw.GET('/v1/organizations/{id}', { params: { path: { id } } }));
   }
   /**
-   * Renames an organization (`PATCH /v1/organizations/{id}`).
+   * Renames an organization, or links it to the product's key with `externalId` (null clears it; a service token or a system administrator) (`PATCH /v1/organizations/{id}`).
    * @param {string} id
    * @param {RequestBody<'organizations_update'>} changes
    * @returns {Promise<SuccessBody<'organizations_update'>>}

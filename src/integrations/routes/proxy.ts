@@ -15,7 +15,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
   app.route({
     method: [...METHODS],
     url: '/v1/integrations/:provider/proxy/*',
-    config: { auth: 'authenticated', errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_MISCONFIGURED', 'PROVIDER_RATE_LIMITED'] },
+    config: { auth: 'authenticated', query: 'forwarded', errors: ['INTEGRATION_NOT_FOUND', 'TOKEN_VALIDATION_FAILED', 'PROVIDER_ERROR', 'PROVIDER_MISCONFIGURED', 'PROVIDER_RATE_LIMITED'] },
     schema: {
       summary: "Call the provider's API with the stored token; the provider's status and body come back",
       tags: ['integrations'],

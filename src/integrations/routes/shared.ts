@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Principal } from '../../http/context.ts';
 import { AppError } from '../../http/errors.ts';
+import { NameSchema } from '../../http/names.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import { PRODUCT_ID_PATTERN, PROVIDER_ID } from '../../lib/ids.ts';
 import { effectiveStatus } from '../status.ts';
@@ -29,7 +30,7 @@ export const EndUserSchema = Type.Object(
   {
     id: EndUserId,
     email: Type.Optional(Type.String({ minLength: 3, maxLength: 254 })),
-    displayName: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    displayName: Type.Optional(NameSchema({ minLength: 1, maxLength: 200 })),
   },
   { additionalProperties: false },
 );

@@ -168,7 +168,7 @@ export interface paths {
         /** Every organization, newest first, a page at a time, each with its integrations' health (service tokens, system administrators) */
         get: operations["organizations_list"];
         put?: never;
-        /** Create an organization: a user becomes its owner; one a service token creates has no member until someone is invited */
+        /** Create an organization: a user becomes its owner; one a service token creates has no member until someone is invited. externalId, the product's key, only from a service token or a system administrator */
         post: operations["organizations_create"];
         delete?: never;
         options?: never;
@@ -183,7 +183,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** An organization (a member, or a service token) */
+        /** An organization (a member, a system administrator or a service token) */
         get: operations["organizations_get"];
         put?: never;
         post?: never;
@@ -191,7 +191,7 @@ export interface paths {
         delete: operations["organizations_delete"];
         options?: never;
         head?: never;
-        /** Rename an organization (owner or admin, or a service token) */
+        /** Rename an organization (its owner, a system administrator or a service token) or set its externalId, the product's key (a system administrator or a service token) */
         patch: operations["organizations_update"];
         trace?: never;
     };
@@ -1611,7 +1611,7 @@ export interface operations {
             query?: {
                 /** @description Only those whose name or externalId contains this (any letter case) */
                 q?: string;
-                /** @description The product's own id for it (1–128 printable characters) */
+                /** @description The product's key for its customer: 1–128 printable characters, unique across the deployment, matched exactly; set only by a service token or a system administrator */
                 externalId?: string;
                 /** @description Page size, 1–100 (default 20) */
                 first?: number;
@@ -1729,9 +1729,9 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description 1–100 characters (after trimming) */
+                    /** @description 1–100 characters (after trimming), no control or bidirectional formatting character */
                     name: string;
-                    /** @description The product's own id for it (1–128 printable characters) */
+                    /** @description The product's key for its customer: 1–128 printable characters, unique across the deployment, matched exactly; set only by a service token or a system administrator */
                     externalId?: string;
                 };
             };
@@ -2083,8 +2083,9 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description 1–100 characters (after trimming) */
-                    name: string;
+                    /** @description 1–100 characters (after trimming), no control or bidirectional formatting character */
+                    name?: string;
+                    externalId?: string | null;
                 };
             };
         };
@@ -2141,6 +2142,16 @@ export interface operations {
             };
             /** @description NOT_FOUND */
             404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
