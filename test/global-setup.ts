@@ -37,11 +37,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const client = await PGlite.create();
     const empty = join(dir, 'empty.tar');
     const migrated = join(dir, 'migrated.tar');
+    // A checkpoint first: a copy then starts without WAL to replay.
+    const dump = async () => {
+      await client.exec('CHECKPOINT');
+      return new Uint8Array(await (await client.dumpDataDir('none')).arrayBuffer());
+    };
     try {
-      writeFileSync(empty, new Uint8Array(await (await client.dumpDataDir('none')).arrayBuffer()));
+      writeFileSync(empty, await dump());
       // What openPglite's migrate() runs: the committed migrations through Drizzle's migrator.
       await migrate(drizzle(client), { migrationsFolder: MIGRATIONS_DIR });
-      writeFileSync(migrated, new Uint8Array(await (await client.dumpDataDir('none')).arrayBuffer()));
+      writeFileSync(migrated, await dump());
     } finally {
       await client.close();
     }

@@ -55,6 +55,9 @@ function provided<K extends 'pgTemplate' | 'pgliteTemplates'>(key: K): ProvidedC
   }
 }
 
+/** The global `WebAssembly` (the project's TypeScript libraries declare its types only). */
+const wasmApi = (globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<WebAssembly.Module> } }).WebAssembly;
+
 /** Read once per process: the templates' bytes, the compiled WebAssembly module, the file-system bundle. */
 const loaded = new Map<string, Promise<Blob>>();
 let wasm: Promise<{ pgliteWasmModule: WebAssembly.Module; fsBundle: Blob }> | undefined;
@@ -70,7 +73,7 @@ async function pgliteStart(migrated: boolean): Promise<PgliteOptions['start']> {
   }
   wasm ??= (async () => {
     const dist = createRequire(import.meta.url).resolve('@electric-sql/pglite').replace(/index\.c?js$/, '');
-    const [module, bundle] = await Promise.all([readFile(`${dist}pglite.wasm`).then((bytes) => WebAssembly.compile(bytes)), readFile(`${dist}pglite.data`)]);
+    const [module, bundle] = await Promise.all([readFile(`${dist}pglite.wasm`).then((bytes) => wasmApi.compile(bytes)), readFile(`${dist}pglite.data`)]);
     return { pgliteWasmModule: module, fsBundle: new Blob([bundle]) };
   })();
   return { loadDataDir: await template, ...(await wasm) };
