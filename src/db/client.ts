@@ -3,7 +3,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { PGlite } from '@electric-sql/pglite';
+import type { PGlite, PGliteOptions } from '@electric-sql/pglite';
 import { getTableColumns, type SQL, sql } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTable } from 'drizzle-orm/pg-core';
 import { tracePglite } from '../telemetry/tracing.ts';
@@ -115,6 +115,12 @@ export interface PgliteOptions {
   dataDir: string;
   /** Sees the text of every statement Drizzle runs (tests count them); nothing when absent. */
   onQuery?: (query: string) => void;
+  /**
+   * In memory only (tests): start from a dumped data directory (`dumpDataDir('none')`) instead of
+   * running initdb, with the WebAssembly module and file-system bundle compiled and read once per
+   * process (decision 258).
+   */
+  start?: Pick<PGliteOptions, 'loadDataDir' | 'pgliteWasmModule' | 'fsBundle'>;
 }
 
 /** Drizzle's logger hook, only when someone observes: the default is no logger at all. */
@@ -136,7 +142,7 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
   let releaseLock = () => {};
   let client: PGlite;
   if (inMemory) {
-    client = tracePglite(await PGlite.create());
+    client = tracePglite(await PGlite.create({ ...options.start }));
   } else {
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     releaseLock = lockDataDir(options.dataDir);

@@ -1,6 +1,9 @@
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import pg from 'pg';
 import { ulid } from 'ulidx';
-import { type Database, openPglite, openPostgres } from '../../src/db/client.ts';
+import { inject, type ProvidedContext } from 'vitest';
+import { type Database, openPglite, openPostgres, type PgliteOptions } from '../../src/db/client.ts';
 
 /** Set by .ci/run for the PostgreSQL pass: an admin URL of a throwaway server. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
@@ -13,17 +16,26 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database of its own for one test file: PGlite in memory, or a new PostgreSQL database. */
+/**
+ * A fresh, migrated database of its own for one test file: PGlite in memory, or a new PostgreSQL
+ * database. Both start from the templates vitest's global setup built once per run (decision 258):
+ * PGlite loads a dumped data directory instead of running initdb, PostgreSQL copies a migrated
+ * database (`CREATE DATABASE … TEMPLATE`). `migrate: false` gives a database that never saw a
+ * migration (PGlite: the data directory right after initdb; PostgreSQL: an empty database), for the
+ * tests of migrations themselves. The database is still the test's own: nothing is shared.
+ * `migrate()` still runs on the migrated copy; it finds every migration applied.
+ */
 export async function createTestDatabase(options: { migrate?: boolean; onQuery?: (query: string) => void } = {}): Promise<TestDatabase> {
   const observe = options.onQuery ? { onQuery: options.onQuery } : {};
+  const migrate = options.migrate !== false;
   if (!TEST_DATABASE_URL) {
-    const database = await openPglite({ dataDir: 'memory://', ...observe });
-    if (options.migrate !== false) await database.migrate();
+    const database = await openPglite({ dataDir: 'memory://', ...observe, start: await pgliteStart(migrate) });
+    if (migrate) await database.migrate();
     return { database, drop: () => database.close() };
   }
-  const url = await createPgDatabase();
+  const url = await createPgDatabase(migrate ? (provided('pgTemplate') ?? undefined) : undefined);
   const database = await openPostgres({ url, poolMax: 10, statementTimeout: 30, connectTimeout: 5, ...observe });
-  if (options.migrate !== false) await database.migrate();
+  if (migrate) await database.migrate();
   return {
     database,
     url,
@@ -34,13 +46,46 @@ export async function createTestDatabase(options: { migrate?: boolean; onQuery?:
   };
 }
 
-/** Creates an empty PostgreSQL database on the test server and returns its URL. */
-export async function createPgDatabase(): Promise<string> {
+/** What vitest's global setup provided; undefined outside a vitest run (then databases start from scratch). */
+function provided<K extends 'pgTemplate' | 'pgliteTemplates'>(key: K): ProvidedContext[K] | undefined {
+  try {
+    return inject(key);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The global `WebAssembly` (the project's TypeScript libraries declare its types only). */
+const wasmApi = (globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<WebAssembly.Module> } }).WebAssembly;
+
+/** Read once per process: the templates' bytes, the compiled WebAssembly module, the file-system bundle. */
+const loaded = new Map<string, Promise<Blob>>();
+let wasm: Promise<{ pgliteWasmModule: WebAssembly.Module; fsBundle: Blob }> | undefined;
+
+async function pgliteStart(migrated: boolean): Promise<PgliteOptions['start']> {
+  const templates = provided('pgliteTemplates');
+  if (!templates) return undefined;
+  const file = migrated ? templates.migrated : templates.empty;
+  let template = loaded.get(file);
+  if (!template) {
+    template = readFile(file).then((bytes) => new Blob([bytes]));
+    loaded.set(file, template);
+  }
+  wasm ??= (async () => {
+    const dist = createRequire(import.meta.url).resolve('@electric-sql/pglite').replace(/index\.c?js$/, '');
+    const [module, bundle] = await Promise.all([readFile(`${dist}pglite.wasm`).then((bytes) => wasmApi.compile(bytes)), readFile(`${dist}pglite.data`)]);
+    return { pgliteWasmModule: module, fsBundle: new Blob([bundle]) };
+  })();
+  return { loadDataDir: await template, ...(await wasm) };
+}
+
+/** Creates a PostgreSQL database on the test server (empty, or a copy of `template`) and returns its URL. */
+export async function createPgDatabase(template?: string): Promise<string> {
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
   const name = `tessera_test_${ulid().toLowerCase()}`;
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.query(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   } finally {
     await admin.end();
   }
