@@ -20,6 +20,7 @@ export const SLOW = [
   // spawned `tessera` processes (servers, the CLI on a local store, npm pack/install)
   'test/cli-fakes.test.ts',
   'test/cli-local.test.ts',
+  'test/database-outage.test.ts',
   'test/client-package.test.ts',
   'test/processes.test.ts',
   'test/production-install.test.ts',
