@@ -51,7 +51,15 @@ beforeAll(async () => {
           : fake.id === 'github'
             ? () => senders.github.authorizationRevoked({ id: Number(user.id), login })
             : () => senders.zoom.appDeauthorized('fakeAccount0001', String(user.id));
-      targets[fake.id]?.push({ id, revoke });
+      // A provider sends its event once the grant is gone: GitHub's repeated body (the same bytes for the
+      // same user, round after round) is acted on only once GitHub confirms it live (docs/contract.md §5b).
+      targets[fake.id]?.push({
+        id,
+        revoke: () => {
+          fake.revokeUser(login);
+          return revoke();
+        },
+      });
     }
   }
 });

@@ -3,8 +3,8 @@
  * parser turns `a=1&a=2` into an array and keeps `a[]=1` / `a[k]=1` as parameters named with
  * brackets: a route's schema then either refuses the array by accident or never sees the bracketed
  * name at all, and the route reads as if the parameter were absent (`?endUser[]=x` read the
- * organization's own token). Every route refuses both shapes here, before validation, whatever its
- * schema says; a route whose query string belongs to someone else (the proxy's, forwarded to the
+ * organization's own token). Every route that reads a query string refuses both shapes here, before
+ * validation, whatever its schema says; a route whose query string belongs to someone else (the proxy's, forwarded to the
  * provider as sent) says so with `config.query: 'forwarded'` and checks its own parameters.
  */
 import type { FastifyInstance } from 'fastify';
@@ -33,10 +33,23 @@ export function assertPlainQuery(query: unknown): void {
   }
 }
 
-/** Installs the check on every route: a `preValidation` step, after authentication, before the schema's. */
+/**
+ * Installs the check on every route that reads a query string (one with a `querystring` schema): a
+ * `preValidation` step, after authentication, before the schema's. A route that reads none (`/livez`,
+ * `/query`) ignores a query string as it always did; the forwarded one (the proxy) checks its own.
+ */
 export function installQueryShapes(app: FastifyInstance): void {
-  app.addHook('preValidation', async (request) => {
-    if (request.routeOptions.config?.query === 'forwarded') return;
-    assertPlainQuery(request.query);
+  app.addHook('onRoute', (route) => {
+    if (!route.schema?.querystring || route.config?.query === 'forwarded') return;
+    const check = (request: { query: unknown }, _reply: unknown, done: (error?: Error) => void) => {
+      try {
+        assertPlainQuery(request.query);
+      } catch (error) {
+        done(error as Error);
+        return;
+      }
+      done();
+    };
+    route.preValidation = route.preValidation === undefined ? [check] : [check, ...(Array.isArray(route.preValidation) ? route.preValidation : [route.preValidation])];
   });
 }

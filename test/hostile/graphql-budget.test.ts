@@ -10,7 +10,7 @@ let app: TestApp;
 let account: Account;
 
 beforeAll(async () => {
-  app = await createTestApp({ background: false, env: { RATE_LIMIT_MAX: '0' } });
+  app = await createTestApp({ background: false, env: { RATE_LIMIT_MAX: '0', LIMIT_ORGANIZATIONS_PER_USER: '1000' } });
   account = await registerAndLogin(app.fastify, 'classes');
 });
 
