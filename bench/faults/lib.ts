@@ -123,8 +123,8 @@ export function backendArg(): 'pg' | 'pglite' {
 export type { ServiceProcess as Service } from '../../test/helpers/process.ts';
 export { spawnService };
 
-/** Polls `/readyz` until 200, the process exits, or the deadline passes. */
-export function waitReady(service: ServiceProcess, timeoutMs = 30_000): Promise<void> {
+/** Polls `/readyz` until 200, the process exits, or the deadline passes (120 s by default: a start on a loaded two-core host took 25–75 s). */
+export function waitReady(service: ServiceProcess, timeoutMs = 120_000): Promise<void> {
   return waitFor(service, '/readyz', 200, timeoutMs);
 }
 
