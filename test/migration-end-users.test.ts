@@ -1,39 +1,22 @@
 // Migration 0011 (integrations per end user) on a database holding rows of the schema before
 // it: every existing integration becomes the organization's own, and still reads and refreshes.
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, buildApp } from '../src/app.ts';
-import { MIGRATIONS_DIR, queryRows } from '../src/db/client.ts';
+import { queryRows } from '../src/db/client.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { sealSecrets } from '../src/integrations/secrets.ts';
 import { newId } from '../src/lib/ids.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { type FakeGitHubUser, startFakeGitHub } from './fakes/github.ts';
 import { LogCapture, testConfig } from './helpers/app.ts';
-import { backend, createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { backend, createTestDatabase, migrationsBefore, type TestDatabase } from './helpers/database.ts';
 import { bearer, registerAndLogin } from './helpers/identity.ts';
 import { providerEnv } from './helpers/providers.ts';
 
 /** The migration under test: everything before it is "the previous schema". */
 const MIGRATION = 11;
-
-interface Journal {
-  entries: { idx: number; tag: string; when: number }[];
-}
-
-/** A migrations folder holding only the journal's entries before `idx` (drizzle applies a journal's entries in order). */
-function migrationsBefore(idx: number): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-migrations-'));
-  mkdirSync(join(dir, 'meta'));
-  const journal = JSON.parse(readFileSync(join(MIGRATIONS_DIR, 'meta', '_journal.json'), 'utf8')) as Journal;
-  const earlier = journal.entries.filter((entry) => entry.idx < idx);
-  for (const entry of earlier) copyFileSync(join(MIGRATIONS_DIR, `${entry.tag}.sql`), join(dir, `${entry.tag}.sql`));
-  writeFileSync(join(dir, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: earlier }));
-  return dir;
-}
 
 /** Tokens GitHub issued to `login` for this app, as a connect flow of the old code would have stored them. */
 async function grantOf(fake: FakeProvider, login: string): Promise<{ access_token: string; refresh_token: string; expires_in: number; scope: string }> {

@@ -3,32 +3,20 @@
 // a person's value stays where it collides with nothing; colliding ones are cleared, one audit row
 // per cleared organization; service tokens' values stay; then the key is unique across the
 // deployment, and the service token's lookup finds only its own customer.
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, buildApp } from '../src/app.ts';
-import { MIGRATIONS_DIR, queryRows } from '../src/db/client.ts';
+import { queryRows } from '../src/db/client.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
 import { newId, ULID } from '../src/lib/ids.ts';
 import { LogCapture, testConfig } from './helpers/app.ts';
-import { backend, createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { backend, createTestDatabase, migrationsBefore, type TestDatabase } from './helpers/database.ts';
 import { graphqlData } from './helpers/graphql.ts';
 import { bearer, login } from './helpers/identity.ts';
 
 const MIGRATION = 16;
-
-function migrationsBefore(idx: number): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-migrations-'));
-  mkdirSync(join(dir, 'meta'));
-  const journal = JSON.parse(readFileSync(join(MIGRATIONS_DIR, 'meta', '_journal.json'), 'utf8')) as { entries: { idx: number; tag: string }[] };
-  const earlier = journal.entries.filter((entry) => entry.idx < idx);
-  for (const entry of earlier) copyFileSync(join(MIGRATIONS_DIR, `${entry.tag}.sql`), join(dir, `${entry.tag}.sql`));
-  writeFileSync(join(dir, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: earlier }));
-  return dir;
-}
 
 let db: TestDatabase;
 let app: App;

@@ -2,32 +2,19 @@
 // workspace id is copied from the metadata the provider reported at connect, in the open; a row
 // without that metadata lacks it (docs/providers.md, "Provider events"), and events still find
 // it by account id where the event names one.
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, buildApp } from '../src/app.ts';
-import { MIGRATIONS_DIR, queryRows } from '../src/db/client.ts';
+import { queryRows } from '../src/db/client.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { newId } from '../src/lib/ids.ts';
 import { type SignedDelivery, slackEvents, zoomEvents } from './fakes/provider-events.ts';
 import { LogCapture, testConfig } from './helpers/app.ts';
-import { backend, createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { backend, createTestDatabase, migrationsBefore, type TestDatabase } from './helpers/database.ts';
 import { eventsEnv, SECRETS } from './helpers/provider-events.ts';
 
 const MIGRATION = 14;
-
-/** A migrations folder holding only the journal's entries before `idx`. */
-function migrationsBefore(idx: number): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-migrations-'));
-  mkdirSync(join(dir, 'meta'));
-  const journal = JSON.parse(readFileSync(join(MIGRATIONS_DIR, 'meta', '_journal.json'), 'utf8')) as { entries: { idx: number; tag: string }[] };
-  const earlier = journal.entries.filter((entry) => entry.idx < idx);
-  for (const entry of earlier) copyFileSync(join(MIGRATIONS_DIR, `${entry.tag}.sql`), join(dir, `${entry.tag}.sql`));
-  writeFileSync(join(dir, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: earlier }));
-  return dir;
-}
 
 let db: TestDatabase;
 let app: App;

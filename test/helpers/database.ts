@@ -1,9 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { ulid } from 'ulidx';
 import { inject, type ProvidedContext } from 'vitest';
-import { type Database, openPglite, openPostgres, type PgliteOptions } from '../../src/db/client.ts';
+import { type Database, MIGRATIONS_DIR, openPglite, openPostgres, type PgliteOptions } from '../../src/db/client.ts';
 
 /** Set by .ci/run for the PostgreSQL pass: an admin URL of a throwaway server. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
@@ -103,4 +106,15 @@ export async function dropPgDatabase(url: string): Promise<void> {
   } finally {
     await admin.end();
   }
+}
+
+/** A migrations folder holding only the journal's entries before `idx` (drizzle applies a journal's entries in order). */
+export function migrationsBefore(idx: number): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tessera-migrations-'));
+  mkdirSync(join(dir, 'meta'));
+  const journal = JSON.parse(readFileSync(join(MIGRATIONS_DIR, 'meta', '_journal.json'), 'utf8')) as { entries: { idx: number; tag: string }[] };
+  const earlier = journal.entries.filter((entry) => entry.idx < idx);
+  for (const entry of earlier) copyFileSync(join(MIGRATIONS_DIR, `${entry.tag}.sql`), join(dir, `${entry.tag}.sql`));
+  writeFileSync(join(dir, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: earlier }));
+  return dir;
 }
