@@ -11,7 +11,7 @@ import { ulid } from 'ulidx';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { type Database, HotStatement, queryRows } from '../src/db/client.ts';
-import type { Principal } from '../src/http/context.ts';
+import type { Principal } from '../src/ground/principal.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
 import { createServiceToken } from '../src/identity/service-tokens.ts';

@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listAudit } from '../src/audit/audit.ts';
 import { queryRows } from '../src/db/client.ts';
-import type { Principal } from '../src/http/context.ts';
+import type { Principal } from '../src/ground/principal.ts';
 import { createApiToken, createPersonalAccessToken, listApiTokens, listPersonalAccessTokens, revokeApiToken, revokePersonalAccessToken } from '../src/identity/access-tokens.ts';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
 import { acceptInvitation, inviteMember } from '../src/organizations/invitations.ts';

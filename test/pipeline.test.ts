@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
 import { ErrorLogThrottle } from '../src/http/error-handler.ts';
-import { AppError } from '../src/http/errors.ts';
+import { AppError } from '../src/ground/errors.ts';
 import { STEP_NAMES, type Step } from '../src/http/pipeline.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 

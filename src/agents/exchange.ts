@@ -8,7 +8,7 @@ import { and, eq, inArray, isNull } from 'drizzle-orm';
 import { recordAudit } from '../audit/audit.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import { agentCapabilities, integrations } from '../db/schema.ts';
-import type { Principal, Role } from '../http/context.ts';
+import type { Principal, Role } from '../ground/principal.ts';
 import { roleAtLeast } from '../identity/authorize.ts';
 import { CALLER_CHECK, PAT_CHECK } from '../identity/caller-check.ts';
 import { CAPABILITY_SCOPE, providersOf } from '../identity/capabilities.ts';

@@ -10,8 +10,8 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprot
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { Principal } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { Principal } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { requestActor } from '../http/unit-of-work.ts';
 import type { Services } from '../services.ts';

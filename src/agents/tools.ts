@@ -5,10 +5,10 @@
  * (`proxyCall`: path rules, refresh, classification), never a client of its own here.
  */
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { AuditActor } from '../audit/audit.ts';
+import type { AuditActor } from '../ground/work.ts';
 import { recordAudit } from '../audit/audit.ts';
-import type { Principal } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { Principal } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 import { capabilityAccess } from '../identity/capabilities.ts';
 import { currentAccounts, findIntegrationByProvider, listIntegrationSummaries } from '../integrations/integrations.ts';
 import type { ConfiguredProvider } from '../integrations/providers/registry.ts';

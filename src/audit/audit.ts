@@ -2,7 +2,7 @@ import { and, desc, eq, lt, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import { monotonicIds } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
 import { auditLogs } from '../db/schema.ts';
-import type { Principal } from '../http/context.ts';
+import type { AuditActor } from '../ground/work.ts';
 
 /** Monotonic: entries of one millisecond still sort in the order they were written. */
 const nextId = monotonicIds();
@@ -19,15 +19,6 @@ export interface AuditEntry {
   targetId?: string;
   /** Small, never secret: ids, names, outcomes. */
   detail?: Record<string, unknown>;
-}
-
-export interface AuditActor {
-  principal: Principal | null;
-  requestId: string | null;
-  /** The acting user when there is no principal yet (registration, login). */
-  userId?: string;
-  /** A provider acting through its signed events (docs/contract.md §5b): credential kind `provider`, its id the credential. */
-  provider?: string;
 }
 
 /** An SQL expression for one column: a parameter, a placeholder of a statement built once, or a column of its source. */

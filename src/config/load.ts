@@ -5,7 +5,6 @@ import { GeneratedSecrets, type SecretsToStore } from './generated-secrets.ts';
 import { ConfigSchema, type ProviderSettings, type RawConfig } from './schema.ts';
 import { ENV_SETTINGS, readSources } from './sources.ts';
 
-export { isLoopbackHost, type JwtKey, type Keyring } from './checks.ts';
 
 export interface Config {
   env: 'development' | 'production';

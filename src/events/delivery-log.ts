@@ -4,7 +4,7 @@
  * deliveries newest first across organizations, filtered and paged, each with its attempts.
  */
 import { type Db, queryRows, sql } from '../db/client.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 import type { WebhookSettings } from './outbox.ts';
 import { webhookId } from './outbox.ts';
 import { type Attempt, publicEndpoint } from './send.ts';

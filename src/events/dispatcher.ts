@@ -1,5 +1,5 @@
 import type { BaseLogger } from 'pino';
-import type { Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Sealed } from '../secrets/crypto.ts';
 import { type DeliveryKey, recordAttempt } from './delivery-log.ts';

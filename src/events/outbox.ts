@@ -1,12 +1,11 @@
 import { createHash } from 'node:crypto';
-import type { Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { type Db, sql } from '../db/client.ts';
 import { open, type Sealed, type SecretBinding, seal } from '../secrets/crypto.ts';
 import { publicEndpoint } from './send.ts';
 import type { EventData, EventType } from './types.ts';
 
-export type { EventType } from './types.ts';
 
 /**
  * An event to record, typed by its declaration in types.ts. `data` is delivered to every

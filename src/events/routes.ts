@@ -5,7 +5,7 @@
  */
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { requireSystemAdmin } from '../identity/authorize.ts';
 import type { Services } from '../services.ts';

@@ -1,10 +1,11 @@
 import type { FastifyRequest } from 'fastify';
 import type { GraphQLFieldResolver, GraphQLSchema } from 'graphql';
-import type { AuditActor } from '../audit/audit.ts';
+import type { AuditActor } from '../ground/work.ts';
 import type { Db } from '../db/client.ts';
-import type { Principal } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
-import { requestActor, type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
+import type { Principal } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
+import { requestActor, unitOfWork } from '../http/unit-of-work.ts';
+import type { UnitOfWork } from '../ground/work.ts';
 import type { Services } from '../services.ts';
 
 /** What every resolver gets: the request (its pipeline context) and the services. */

@@ -3,7 +3,7 @@
  * service tokens (listed without their values; created ones carry `token` once), and the
  * Session a switch returns.
  */
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 import {
   createApiToken,
   createPersonalAccessToken,

@@ -1,5 +1,5 @@
 import { type ASTNode, type GraphQLError, Kind, parse, visit } from 'graphql';
-import { AppError, type ErrorDetail } from '../http/errors.ts';
+import { AppError, type ErrorDetail } from '../ground/errors.ts';
 
 /**
  * Which argument or variable an input error is about, as `details` (docs/contract.md §2's

@@ -3,8 +3,8 @@
  * queries and mutations. Resolvers call the same services as the REST routes, with the
  * request's unit of work.
  */
-import type { Role } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { Role } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 import { isRole, requireUser } from '../identity/authorize.ts';
 import { sessionBody, switchOrganization } from '../identity/sessions.ts';
 import { findUserById, publicUser } from '../identity/users.ts';

@@ -5,7 +5,7 @@ import { type Static, Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import { databaseUnavailable } from '../db/failure.ts';
 import { databaseUnavailableError } from '../http/error-handler.ts';
-import { AppError, type ErrorDetail } from '../http/errors.ts';
+import { AppError, type ErrorDetail } from '../ground/errors.ts';
 import { ErrorResponse } from '../http/schemas.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import type { Services } from '../services.ts';

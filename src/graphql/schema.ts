@@ -2,7 +2,7 @@ import SchemaBuilder from '@pothos/core';
 import { defaultFieldResolver, type GraphQLSchema } from 'graphql';
 import { type AuditRow, listAudit } from '../audit/audit.ts';
 import type { ConnectedVia, EndUser } from '../db/schema.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 import { requireRole } from '../identity/authorize.ts';
 import { SERVICE_TOKEN_FIELDS } from '../identity/service-token-rights.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';

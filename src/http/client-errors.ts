@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { newId } from '../lib/ids.ts';
-import { AppError, type ErrorCode, errorBody } from './errors.ts';
+import { AppError, type ErrorCode, errorBody } from '../ground/errors.ts';
 
 /** Node's parser and timeout errors, as the contract's codes (docs/contract.md §2, "Errors of the HTTP layer"). */
 function appErrorFor(code: string | undefined): AppError {

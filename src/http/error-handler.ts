@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseUnavailable } from '../db/failure.ts';
-import { AppError, type ErrorCode, type ErrorDetail, errorBody } from './errors.ts';
-import { NAME_MESSAGE, NAME_PATTERN } from './names.ts';
+import { AppError, type ErrorCode, type ErrorDetail, errorBody } from '../ground/errors.ts';
+import { NAME_MESSAGE, NAME_PATTERN } from '../ground/names.ts';
 
 /**
  * The single error handler (docs/contract.md §2): rolls back the request's transaction,

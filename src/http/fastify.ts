@@ -3,7 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyReply, LogController } fro
 import type { Logger } from 'pino';
 import type { Config } from '../config/load.ts';
 import { clientErrorHandler } from './client-errors.ts';
-import { AppError, errorBody } from './errors.ts';
+import { AppError, errorBody } from '../ground/errors.ts';
 import { unacceptableJson, utf8Body } from './json-limits.ts';
 import { requestScope } from './logging.ts';
 import { requestIdFrom } from './pipeline.ts';

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { AppError } from './errors.ts';
+import { AppError } from '../ground/errors.ts';
 
 /** Deepest JSON nesting accepted in a body. */
 export const MAX_JSON_DEPTH = 64;

@@ -3,7 +3,7 @@ import type { Db } from '../db/client.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { RequestContext } from './context.ts';
 import { errorHandler } from './error-handler.ts';
-import { AppError } from './errors.ts';
+import { AppError } from '../ground/errors.ts';
 import { pathOnly } from './logging.ts';
 import { documentRouteErrors, headerCredentialsOnly } from './route-errors.ts';
 

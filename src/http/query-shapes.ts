@@ -8,7 +8,7 @@
  * provider as sent) says so with `config.query: 'forwarded'` and checks its own parameters.
  */
 import type { FastifyInstance } from 'fastify';
-import { AppError } from './errors.ts';
+import { AppError } from '../ground/errors.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -1,7 +1,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { remember } from '../lib/bounded.ts';
-import { AppError } from './errors.ts';
+import { AppError } from '../ground/errors.ts';
 
 type Limit = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 

@@ -1,7 +1,7 @@
 import type { FastifySchema, RouteOptions } from 'fastify';
 import { SAFE_METHODS } from '../identity/csrf.ts';
 import { serviceTokenRoute } from '../identity/service-token-rights.ts';
-import { ERROR_CODES, type ErrorCode } from './errors.ts';
+import { ERROR_CODES, type ErrorCode } from '../ground/errors.ts';
 import type { RouteClass } from './pipeline.ts';
 import { ErrorResponse } from './schemas.ts';
 

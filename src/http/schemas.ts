@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { ERROR_CODES, type ErrorCode } from './errors.ts';
+import { ERROR_CODES, type ErrorCode } from '../ground/errors.ts';
 
 /** Every code of the one error table (docs/contract.md §2): what `code` of an error body can be. */
 export const ErrorCodeSchema = Type.Unsafe<ErrorCode>({

@@ -7,8 +7,8 @@
 import type {} from '@fastify/cookie';
 import type { FastifyRequest } from 'fastify';
 import type { Db } from '../db/client.ts';
-import type { Principal } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { Principal } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 import { remember } from '../lib/bounded.ts';
 import { checkCredential, type DeferredCredential, PAT_CHECK, principalFromCaller } from './caller-check.ts';
 import { checkCapability } from './capabilities.ts';

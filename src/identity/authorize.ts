@@ -1,5 +1,5 @@
-import type { Principal, Role } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { Principal, Role } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 
 const RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
 

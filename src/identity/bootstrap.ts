@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { ConfigError } from '../config/load.ts';
 import { users } from '../db/schema.ts';
-import { systemUnitOfWork } from '../http/unit-of-work.ts';
+import { systemUnitOfWork } from '../ground/work.ts';
 import { createOrganization } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { findUserByEmail, insertUser, setDefaultOrganization } from './users.ts';

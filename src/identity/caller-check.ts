@@ -5,8 +5,8 @@
  */
 import type { SQL } from 'drizzle-orm';
 import { type Db, HotStatement, sql } from '../db/client.ts';
-import type { CredentialKind, Principal, Role } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { CredentialKind, Principal, Role } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 
 /**
  * A credential whose database check the route runs itself. A token's `touch` says whether

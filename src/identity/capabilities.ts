@@ -6,8 +6,8 @@
  */
 import { auditInsert, nextAuditId } from '../audit/audit.ts';
 import { type Db, HotStatement, sql } from '../db/client.ts';
-import type { CapabilityGrant, Principal } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { CapabilityGrant, Principal } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 import { SERVICE_TOKEN_KEY } from '../http/rate-limit.ts';
 import { type CallerColumns, principalFromCaller } from './caller-check.ts';
 import { hashToken } from './credentials.ts';

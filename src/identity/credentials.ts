@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, hash, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { newSecret } from '../lib/ids.ts';
 import { createSigner, createVerifier } from 'fast-jwt';
-import type { JwtKey } from '../config/load.ts';
+import type { JwtKey } from '../config/checks.ts';
 import { remember } from '../lib/bounded.ts';
 
 export const PAT_PREFIX = 'tsp_';

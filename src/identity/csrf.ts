@@ -2,7 +2,7 @@ import type {} from '@fastify/cookie';
 import type { FastifyRequest } from 'fastify';
 import type {} from '../http/form-guard.ts';
 import type { Config } from '../config/load.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 import type { SessionTokens } from './credentials.ts';
 
 /** The cookie holding the CSRF token bound to the session (readable by the page, which echoes it). */

@@ -6,8 +6,8 @@
 import type { FastifyRequest } from 'fastify';
 import { actorValues, auditInsert } from '../audit/audit.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
-import type { Principal } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
+import type { Principal } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
 
 /** Routes that hand out or use an integration's token: reads, yet never for someone who only entered. */
 const TOKEN_ROUTES: ReadonlySet<string> = new Set(['/v1/integrations/:provider/token', '/v1/integrations/:provider/proxy/*']);

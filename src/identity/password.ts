@@ -1,5 +1,5 @@
 import { randomBytes, scrypt as scryptCallback, timingSafeEqual } from 'node:crypto';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 
 const R = 8;
 const P = 1;

@@ -4,7 +4,7 @@
  * for its hosted connect pages, and that must not open sign-up to the internet).
  */
 import { type Db, queryRows, sql } from '../db/client.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 
 export type RegistrationMode = 'open' | 'invite' | 'closed';
 

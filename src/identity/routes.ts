@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
-import { AppError } from '../http/errors.ts';
-import { NameSchema } from '../http/names.ts';
+import { AppError } from '../ground/errors.ts';
+import { NameSchema } from '../ground/names.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { unitOfWork } from '../http/unit-of-work.ts';
 import { createOrganization, getOrganization, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';

@@ -1,8 +1,8 @@
 import { eq } from 'drizzle-orm';
 import { recordAudit } from '../audit/audit.ts';
 import { sessions } from '../db/schema.ts';
-import { AppError } from '../http/errors.ts';
-import type { Work } from '../http/unit-of-work.ts';
+import { AppError } from '../ground/errors.ts';
+import type { Work } from '../ground/work.ts';
 import { membershipOf } from '../organizations/organizations.ts';
 import { requireSessionUser } from './authorize.ts';
 import type { SessionTokens } from './credentials.ts';

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { newId as ulid } from '../lib/ids.ts';
 import type { Db } from '../db/client.ts';
 import { users } from '../db/schema.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../ground/errors.ts';
 import { normalizeEmail } from '../organizations/organizations.ts';
 
 export type UserRow = typeof users.$inferSelect;

@@ -1,7 +1,7 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { integrations } from '../db/schema.ts';
-import { AppError } from '../http/errors.ts';
-import type { UnitOfWork } from '../http/unit-of-work.ts';
+import { AppError } from '../ground/errors.ts';
+import type { UnitOfWork } from '../ground/work.ts';
 import { requireRole } from '../identity/authorize.ts';
 import type { Services } from '../services.ts';
 import { deleteIntegration } from './delete.ts';

@@ -1,5 +1,5 @@
 import { and, asc, eq, type SQL, type SQLWrapper, sql } from 'drizzle-orm';
-import type { Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
 import { newId as ulid } from '../lib/ids.ts';
 import { type Db, HotStatement } from '../db/client.ts';
 import { type ConnectedVia, type EndUser, type IntegrationStatus, integrationSecrets, integrations } from '../db/schema.ts';

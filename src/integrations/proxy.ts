@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { AuditActor } from '../audit/audit.ts';
-import { AppError } from '../http/errors.ts';
+import type { AuditActor } from '../ground/work.ts';
+import { AppError } from '../ground/errors.ts';
 import { PRODUCT_ID } from '../lib/ids.ts';
 import type { ProviderRegistry } from './providers/registry.ts';
 import type { ProviderAnswer } from './providers/transport.ts';

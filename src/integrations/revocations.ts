@@ -7,9 +7,10 @@
  * with back-off until the provider answers or the grant is too old to matter.
  */
 import type { Logger } from 'pino';
-import type { Config, Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
+import type { Config } from '../config/load.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
-import type { UnitOfWork } from '../http/unit-of-work.ts';
+import type { UnitOfWork } from '../ground/work.ts';
 import { newId } from '../lib/ids.ts';
 import { open, type SecretBinding, seal } from '../secrets/crypto.ts';
 import { ProviderError } from './providers/types.ts';

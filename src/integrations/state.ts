@@ -1,6 +1,6 @@
 import { createHash, createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, eq } from 'drizzle-orm';
-import type { Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
 import type { Db } from '../db/client.ts';
 import { oauthStates } from '../db/schema.ts';
 import { deriveKey } from '../secrets/crypto.ts';

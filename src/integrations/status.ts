@@ -2,7 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { recordAudit } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { type IntegrationStatus, integrations } from '../db/schema.ts';
-import type { UnitOfWork } from '../http/unit-of-work.ts';
+import type { UnitOfWork } from '../ground/work.ts';
 import type { IntegrationRow } from './integrations.ts';
 
 export type StatusAction = 'reconnect' | 'refresh' | 'configure';

@@ -3,10 +3,10 @@ import { monotonicIds, PRODUCT_ID } from '../lib/ids.ts';
 import { recordAudit } from '../audit/audit.ts';
 import { type Db, queryRows } from '../db/client.ts';
 import { memberships, organizations, users } from '../db/schema.ts';
-import type { Principal, Role } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
-import { checkName } from '../http/names.ts';
-import type { UnitOfWork, Work } from '../http/unit-of-work.ts';
+import type { Principal, Role } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
+import { checkName } from '../ground/names.ts';
+import type { UnitOfWork, Work } from '../ground/work.ts';
 import { requireGrantor, requireRole } from '../identity/authorize.ts';
 
 export interface OrganizationRef {

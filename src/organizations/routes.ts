@@ -5,11 +5,12 @@
  * its grants are revoked at their providers after the commit.
  */
 import { Type } from 'typebox';
-import type { Principal } from '../http/context.ts';
-import { AppError } from '../http/errors.ts';
-import { NameSchema } from '../http/names.ts';
+import type { Principal } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
+import { NameSchema } from '../ground/names.ts';
 import type { TypedFastify } from '../http/typed.ts';
-import { type UnitOfWork, unitOfWork } from '../http/unit-of-work.ts';
+import type { UnitOfWork } from '../ground/work.ts';
+import { unitOfWork } from '../http/unit-of-work.ts';
 import { requireUser } from '../identity/authorize.ts';
 import { deleteOrganizationIntegrations } from '../integrations/delete.ts';
 import { PRODUCT_ID_PATTERN } from '../lib/ids.ts';

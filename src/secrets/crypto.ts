@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, type KeyObject, randomBytes } from 'node:crypto';
-import type { Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
 import { remember } from '../lib/bounded.ts';
 
 const FORMAT = 'v1';

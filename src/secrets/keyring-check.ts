@@ -1,4 +1,4 @@
-import type { Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
 
 /** Key ids that stored ciphertexts name but the keyring lacks (at most a few). */

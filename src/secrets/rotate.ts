@@ -1,5 +1,5 @@
 import { and, count, eq, ne } from 'drizzle-orm';
-import type { Keyring } from '../config/load.ts';
+import type { Keyring } from '../config/checks.ts';
 import type { Db } from '../db/client.ts';
 import { integrationSecrets } from '../db/schema.ts';
 import { open, seal } from './crypto.ts';

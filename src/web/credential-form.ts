@@ -8,11 +8,11 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { AppError, type ErrorCode } from '../http/errors.ts';
+import { AppError, type ErrorCode } from '../ground/errors.ts';
 import { formRoutes, NONCE_FIELD } from '../http/form-guard.ts';
 import { contentSecurityPolicy, escapeHtml } from '../http/html.ts';
 import type { TypedFastify } from '../http/typed.ts';
-import { systemUnitOfWork } from '../http/unit-of-work.ts';
+import { systemUnitOfWork } from '../ground/work.ts';
 import { callbackRedirect, recordFailedAttempt } from '../integrations/connect/callback.ts';
 import { CONNECT_PAGE_HEADERS, connectPage, flowDonePage } from '../integrations/connect/pages.ts';
 import { OAUTH_COOKIE_PATH } from '../integrations/connect/start.ts';

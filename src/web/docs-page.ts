@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import type { TypedFastify } from '../http/typed.ts';
-import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
+import { HTML_HEADERS } from '../http/html.ts';
+import { staticFileRoutes } from './static-files.ts';
 
 /** Swagger UI's standalone files, from its npm package (no CDN: the page loads nothing from elsewhere). */
 function swaggerUiFile(name: string): URL {

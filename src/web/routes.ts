@@ -1,8 +1,8 @@
 import type { TypedFastify } from '../http/typed.ts';
 import { docsPageRoutes } from './docs-page.ts';
-import { HTML_HEADERS, staticFileRoutes } from './static-files.ts';
+import { HTML_HEADERS } from '../http/html.ts';
+import { staticFileRoutes } from './static-files.ts';
 
-export { CONTENT_SECURITY_POLICY } from './static-files.ts';
 
 /** Headers of the page and its assets. */
 export const PAGE_HEADERS: Readonly<Record<string, string>> = {

@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import type { TypedFastify } from '../http/typed.ts';
 
 // The headers live with the HTML helpers every room's pages share.
-export { CONTENT_SECURITY_POLICY, contentSecurityPolicy, HTML_HEADERS } from '../http/html.ts';
 
 export interface StaticFile {
   url: string;

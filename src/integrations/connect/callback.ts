@@ -1,9 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { AuditActor } from '../../audit/audit.ts';
-import type { Principal } from '../../http/context.ts';
-import { AppError, type ErrorCode } from '../../http/errors.ts';
-import { systemUnitOfWork, type UnitOfWork } from '../../http/unit-of-work.ts';
+import type { AuditActor } from '../../ground/work.ts';
+import type { Principal } from '../../ground/principal.ts';
+import { AppError, type ErrorCode } from '../../ground/errors.ts';
+import { systemUnitOfWork, type UnitOfWork } from '../../ground/work.ts';
 import { membershipOf } from '../../organizations/organizations.ts';
 import { open } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';

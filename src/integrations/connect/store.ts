@@ -1,6 +1,6 @@
 import { recordAudit } from '../../audit/audit.ts';
 import type { EndUser } from '../../db/schema.ts';
-import type { UnitOfWork } from '../../http/unit-of-work.ts';
+import type { UnitOfWork } from '../../ground/work.ts';
 import type { Services } from '../../services.ts';
 import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';

@@ -8,10 +8,10 @@
  * definition names it as a non-secret metadata field.
  */
 import type { Logger } from 'pino';
-import type { AuditActor } from '../../audit/audit.ts';
+import type { AuditActor } from '../../ground/work.ts';
 import type { EndUser } from '../../db/schema.ts';
-import { AppError, type ErrorDetail } from '../../http/errors.ts';
-import type { UnitOfWork } from '../../http/unit-of-work.ts';
+import { AppError, type ErrorDetail } from '../../ground/errors.ts';
+import type { UnitOfWork } from '../../ground/work.ts';
 import type { Services } from '../../services.ts';
 import type { OpenWork } from '../connect/callback.ts';
 import { type ConnectedResult, storeConnection } from '../connect/store.ts';

@@ -11,12 +11,12 @@
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import type { AuditActor } from '../../audit/audit.ts';
+import type { AuditActor } from '../../ground/work.ts';
 import type { Db } from '../../db/client.ts';
 import { integrations, providerEventBodies, providerEventDeliveries } from '../../db/schema.ts';
 import type { Outbox } from '../../events/outbox.ts';
-import { AppError } from '../../http/errors.ts';
-import { systemUnitOfWork } from '../../http/unit-of-work.ts';
+import { AppError } from '../../ground/errors.ts';
+import { systemUnitOfWork } from '../../ground/work.ts';
 import type { EventsSpec } from '../providers/spec.ts';
 import type { CheckOutcome, TokenLifecycle } from '../tokens/lifecycle.ts';
 import { judge } from '../tokens/policy.ts';

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../ground/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import { unitOfWorkAs } from '../../http/unit-of-work.ts';
 import { authenticateOptional } from '../../identity/authenticate.ts';

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../ground/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { receiveDelivery } from '../events/receive.ts';

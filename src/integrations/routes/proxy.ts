@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../ground/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import { requireRole } from '../../identity/authorize.ts';

@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { Principal } from '../../http/context.ts';
-import { AppError } from '../../http/errors.ts';
-import { NameSchema } from '../../http/names.ts';
+import type { Principal } from '../../ground/principal.ts';
+import { AppError } from '../../ground/errors.ts';
+import { NameSchema } from '../../ground/names.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import { PRODUCT_ID_PATTERN, PROVIDER_ID } from '../../lib/ids.ts';
 import { effectiveStatus } from '../status.ts';

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import { PROVIDER_ID } from '../../lib/ids.ts';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../ground/errors.ts';
 import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
 import {

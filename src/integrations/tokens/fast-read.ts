@@ -6,11 +6,12 @@
  * lifecycle loads through loaded.ts.
  */
 import { type SQL, sql } from 'drizzle-orm';
-import { type AuditActor, auditInsert, nextAuditId } from '../../audit/audit.ts';
+import type { AuditActor } from '../../ground/work.ts';
+import { auditInsert, nextAuditId } from '../../audit/audit.ts';
 import { Batcher, Slots } from '../../db/batch.ts';
 import { HotStatement } from '../../db/client.ts';
-import type { Principal, Role } from '../../http/context.ts';
-import { AppError } from '../../http/errors.ts';
+import type { Principal, Role } from '../../ground/principal.ts';
+import { AppError } from '../../ground/errors.ts';
 import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../../identity/caller-check.ts';
 import { endUserKey, integrationKey } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';

@@ -1,13 +1,13 @@
 import { and, eq } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import type { AuditActor } from '../../audit/audit.ts';
+import type { AuditActor } from '../../ground/work.ts';
 import { integrations } from '../../db/schema.ts';
 import type { Outbox } from '../../events/outbox.ts';
-import { AppError } from '../../http/errors.ts';
-import { systemUnitOfWork } from '../../http/unit-of-work.ts';
+import { AppError } from '../../ground/errors.ts';
+import { systemUnitOfWork } from '../../ground/work.ts';
 import type { IntegrationRow } from '../integrations.ts';
 import { ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
-import type { UnitOfWork } from '../../http/unit-of-work.ts';
+import type { UnitOfWork } from '../../ground/work.ts';
 import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';

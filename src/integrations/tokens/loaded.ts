@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm';
-import type { Keyring } from '../../config/load.ts';
+import type { Keyring } from '../../config/checks.ts';
 import { type Db, rowFromJson } from '../../db/client.ts';
 import { integrationSecrets, integrations } from '../../db/schema.ts';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../ground/errors.ts';
 import { findIntegrationById, findIntegrationByProvider, type IntegrationRow } from '../integrations.ts';
 import type { ConfiguredProvider, ProviderRegistry } from '../providers/registry.ts';
 import { decryptRows, readSecrets, type SecretValues, secretName } from '../secrets.ts';

@@ -5,7 +5,7 @@
  * refreshed token is (store-rotated.ts). The definition's `mint` hook says how; this file only
  * gathers what it starts from and stores what it returns.
  */
-import type { AuditActor } from '../../audit/audit.ts';
+import type { AuditActor } from '../../ground/work.ts';
 import { parseCredentials } from '../providers/auth-modes.ts';
 import type { MintedToken, TokenSet } from '../providers/types.ts';
 import type { LoadDeps, LoadedIntegration } from './loaded.ts';

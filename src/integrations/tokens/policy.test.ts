@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../ground/errors.ts';
 import type { IntegrationRow } from '../integrations.ts';
 import { PROVIDER_FAILURE_KINDS, ProviderError, type ProviderFailureKind } from '../providers/types.ts';
 import { statusObject } from '../status.ts';

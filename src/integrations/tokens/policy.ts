@@ -7,7 +7,7 @@
  * Callers act on the verdict's fields; the code becomes an answer at the route edge only
  * (`toAnswer`).
  */
-import { AppError, type ErrorCode } from '../../http/errors.ts';
+import { AppError, type ErrorCode } from '../../ground/errors.ts';
 import type { IntegrationRow } from '../integrations.ts';
 import { ProviderError, type ProviderFailureKind } from '../providers/types.ts';
 import { REASONS, type Transition, type TransitionSource } from '../status.ts';

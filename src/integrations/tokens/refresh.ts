@@ -1,7 +1,7 @@
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { integrations } from '../../db/schema.ts';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../ground/errors.ts';
 import { newId } from '../../lib/ids.ts';
 import { inSpan } from '../../telemetry/tracing.ts';
 import { findIntegrationById, type IntegrationRow } from '../integrations.ts';

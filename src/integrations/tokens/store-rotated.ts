@@ -1,5 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
-import { type AuditActor, actorValues, auditInsert } from '../../audit/audit.ts';
+import type { AuditActor } from '../../ground/work.ts';
+import { actorValues, auditInsert } from '../../audit/audit.ts';
 import { holdConnection, queryRows } from '../../db/client.ts';
 import { databaseUnavailable } from '../../db/failure.ts';
 import { prepareSeal, type SealKey, seal } from '../../secrets/crypto.ts';
