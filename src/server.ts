@@ -8,7 +8,7 @@ import { databaseFailure } from './db/failure.ts';
 import { connectionSlotsWarning, readConnectionSlots } from './db/slots.ts';
 import { users } from './db/schema.ts';
 import { createLogger } from './http/logging.ts';
-import { ensureBootstrapAdmin } from './identity/bootstrap.ts';
+import { type BootstrapOutcome, ensureBootstrapAdmin } from './identity/bootstrap.ts';
 
 export interface Server {
   app: App;
@@ -63,11 +63,13 @@ export async function startServer(config: Config, logger = createLogger({ level:
       port: config.server.port,
       listenTextResolver: (address) => `accepting connections at ${address} while start-up runs (/readyz answers 503 until it is done)`,
     });
+    let bootstrap: BootstrapOutcome = 'unset';
     const { applied } = await database.migrate(async () => {
       readiness.pending = 'start-up is running';
-      await ensureBootstrapAdmin(app.services);
+      bootstrap = await ensureBootstrapAdmin(app.services);
     });
     logger.info({ applied }, applied > 0 ? `database migrated: ${applied} migration${applied === 1 ? '' : 's'} applied` : 'database schema is up to date');
+    reportBootstrapAdmin(bootstrap, config, logger);
     await warnAboutConnectionSlots(database, config, logger);
     app.startBackground();
     readiness.pending = null;
@@ -136,6 +138,13 @@ function reportGeneratedSecrets(config: Config, logger: Logger): void {
  * With nobody to sign in yet, says how the first administrator comes to be (decision 149): the
  * BOOTSTRAP_ADMIN_* settings, in development and in production alike.
  */
+/** Says what start-up did with BOOTSTRAP_ADMIN_* when it did something: an operator sees their first sign-in is ready. */
+function reportBootstrapAdmin(outcome: BootstrapOutcome, config: Config, logger: Logger): void {
+  const email = config.auth.bootstrapAdmin?.email;
+  if (outcome === 'created') logger.info({ bootstrapAdmin: 'created' }, `system administrator ${email} created from BOOTSTRAP_ADMIN_EMAIL: sign in at ${config.server.publicUrl}/ with BOOTSTRAP_ADMIN_PASSWORD`);
+  else if (outcome === 'promoted') logger.info({ bootstrapAdmin: 'promoted' }, `${email} (BOOTSTRAP_ADMIN_EMAIL) is now a system administrator`);
+}
+
 async function reportFirstUser(app: App, config: Config, logger: Logger): Promise<void> {
   const [someone] = await app.services.db.select({ id: users.id }).from(users).limit(1);
   if (someone) return;

@@ -77,6 +77,22 @@ describe('start-up messages', () => {
     expect(secondLines).toContainEqual(expect.objectContaining({ msg: 'database schema is up to date', applied: 0 }));
   }, 240_000);
 
+  it('confirms the bootstrap administrator it created, once, and never prints the password', async () => {
+    const env = { DATA_DIR: tempDir(), BOOTSTRAP_ADMIN_EMAIL: 'ops@example.com', BOOTSTRAP_ADMIN_PASSWORD: 'bootstrap-password-0001' };
+    const first = await spawnService(env);
+    await waitFor(first);
+    expect(await first.stop()).toBe(0);
+    const firstLines = entries(first.output());
+    expect(firstLines).toContainEqual(expect.objectContaining({ bootstrapAdmin: 'created', msg: expect.stringMatching(/^system administrator ops@example\.com created from BOOTSTRAP_ADMIN_EMAIL: sign in at http:\/\/\S+\/ with BOOTSTRAP_ADMIN_PASSWORD$/) }));
+    expect(first.output()).not.toContain('bootstrap-password-0001');
+    expect(first.output()).not.toMatch(/no user yet/);
+    // Started again: the administrator exists, nothing is said about it.
+    const second = await spawnService(env);
+    await waitFor(second);
+    expect(await second.stop()).toBe(0);
+    expect(entries(second.output()).filter((line) => 'bootstrapAdmin' in line)).toEqual([]);
+  }, 240_000);
+
   it('names DATABASE_URL (host and port, never its password) when the database is down, exits 1, and never says it is listening', async () => {
     const port = await freePort();
     const service = await spawnService({

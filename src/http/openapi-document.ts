@@ -55,6 +55,22 @@ const NAMED_SHAPES: readonly { name: string; at: Location }[] = [
   { name: 'EndUser', at: { operationId: 'connect_createSession', in: 'body', path: 'endUser' } },
 ];
 
+/**
+ * What each tag groups, declared in the document's `tags` (a generator and `/docs` show them as
+ * sections). A route tagged with a name missing here fails the document's test.
+ */
+export const TAGS: Readonly<Record<string, string>> = {
+  identity: 'Signing in, the caller, personal and API tokens, service tokens',
+  organizations: 'Organizations, their members and invitations',
+  integrations: 'Providers, integrations, their tokens and status, and the proxy',
+  connect: 'Connecting an account: the OAuth flow, connect sessions and the hosted page',
+  agents: 'Narrowed credentials for AI agents, and the MCP endpoint',
+  webhooks: 'Webhook endpoints and deliveries, and provider events',
+  graphql: 'The GraphQL endpoint',
+  health: 'Liveness and readiness',
+  meta: 'This document and the metrics',
+};
+
 /** Rewrites a route's wildcard (`/proxy/*`) as a named parameter, for the document only (the router keeps `*`). */
 export function nameWildcard<S extends Json>(url: string, schema: S): { url: string; schema: S; renamed: boolean } {
   if (!url.endsWith('*')) return { url, schema, renamed: false };
@@ -96,7 +112,17 @@ export function finishDocument(document: Json, multiSegment: ReadonlySet<string>
   const components = ((document.components ??= {}) as Json) as Json & { schemas?: Json; headers?: Json };
   components.headers = { ...(components.headers as Json | undefined), ...structuredClone(RESPONSE_HEADERS) };
   components.schemas = { ...(components.schemas ?? {}), ...nameShapes(document) };
+  document.tags = declaredTags([...Object.values(paths), ...Object.values((document.webhooks ?? {}) as Record<string, Json>)]);
   return document;
+}
+
+/** The tags the operations (of paths and webhooks) use, in the order of `TAGS`, each with its description; a tag `TAGS` lacks is declared bare. */
+function declaredTags(items: Json[]): { name: string; description?: string }[] {
+  const used = new Set<string>();
+  for (const item of items) for (const method of METHODS) for (const tag of ((item[method] as Json | undefined)?.tags as string[] | undefined) ?? []) used.add(tag);
+  const known = Object.keys(TAGS);
+  const order = (tag: string) => (known.includes(tag) ? known.indexOf(tag) : known.length);
+  return [...used].sort((a, b) => order(a) - order(b) || a.localeCompare(b)).map((name) => (TAGS[name] ? { name, description: TAGS[name] } : { name }));
 }
 
 /**

@@ -39,4 +39,6 @@ export function docsPageRoutes(app: TypedFastify): void {
     ],
     DOCS_HEADERS,
   );
+  // The page's links are relative to `/docs`: `/docs/` is sent there (relatively, so a path prefix is kept).
+  app.get('/docs/', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (_request, reply) => reply.code(301).header('location', '../docs').send());
 }

@@ -1,0 +1,71 @@
+// What a company meets first (issue 41's frictions): the reference documents its sections,
+// `/docs/` finds the reference, "Try it out" calls the proxy with a multi-segment path.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TAGS } from '../src/http/openapi-document.ts';
+import { createTestApp, type TestApp } from './helpers/app.ts';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await createTestApp();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+describe('the API reference', () => {
+  it('declares every tag its operations use, each with a description', async () => {
+    const document = (await t.fastify.inject({ url: '/api-docs' })).json();
+    const used = new Set<string>();
+    for (const item of [...Object.values(document.paths), ...Object.values(document.webhooks ?? {})] as Record<string, { tags?: string[] }>[]) {
+      for (const operation of Object.values(item)) for (const tag of operation.tags ?? []) used.add(tag);
+    }
+    expect(used.size).toBeGreaterThan(5);
+    const declared = document.tags as { name: string; description?: string }[];
+    expect(declared.map((tag) => tag.name).sort()).toEqual([...used].sort());
+    for (const tag of declared) expect(tag.description, tag.name).toBe(TAGS[tag.name]);
+  });
+});
+
+describe('the reference page', () => {
+  it('sends /docs/ to /docs, relatively', async () => {
+    const res = await t.fastify.inject({ url: '/docs/' });
+    expect(res.statusCode).toBe(301);
+    expect(res.headers.location).toBe('../docs');
+    expect(new URL(String(res.headers.location), 'http://tessera.test/docs/').pathname).toBe('/docs');
+    expect((await t.fastify.inject({ url: '/docs' })).statusCode).toBe(200);
+  });
+
+  it('"Try it out" sends a multi-segment proxy path with its slashes, leaving the query and other routes alone', async () => {
+    const script = (await t.fastify.inject({ url: '/docs/docs.js' })).body;
+    let config: { requestInterceptor(request: { url: string }): { url: string } } | undefined;
+    const window = {
+      location: { href: 'https://tessera.example.com/docs' },
+      SwaggerUIBundle: Object.assign((options: typeof config) => (config = options), { presets: { apis: {} } }),
+    };
+    new Function('window', script)(window);
+    const intercept = (url: string) => config?.requestInterceptor({ url }).url;
+    expect(intercept('https://tessera.example.com/v1/integrations/github/proxy/user%2Frepos?q=a%2Fb')).toBe('https://tessera.example.com/v1/integrations/github/proxy/user/repos?q=a%2Fb');
+    expect(intercept('https://tessera.example.com/prefix/v1/integrations/github/proxy/repos%2Fo%2Fr%2Fissues')).toBe('https://tessera.example.com/prefix/v1/integrations/github/proxy/repos/o/r/issues');
+    expect(intercept('https://tessera.example.com/v1/integrations/github/token?endUser=a%2Fb')).toBe('https://tessera.example.com/v1/integrations/github/token?endUser=a%2Fb');
+  });
+});
+
+describe('tessera doctor', () => {
+  it('says the status each endpoint gave, and that a 404 may be a mistyped path, while still passing it', async () => {
+    const { createServer } = await import('node:http');
+    const server = createServer((request, response) => response.writeHead(request.url === '/oauth/token' ? 405 : 404).end()).listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const { port } = server.address() as { port: number };
+    try {
+      const { endpointCheck } = await import('../src/cli/doctor.ts');
+      const typo = await endpointCheck('github token', `http://127.0.0.1:${port}/oauth/tokn`, 'GITHUB_TOKEN_URL', 5);
+      expect(typo.status).toBe('ok');
+      expect(typo.detail).toMatch(/answered HTTP 404 in \d+ ms \(no such path there: if that is not expected, check the path in GITHUB_TOKEN_URL\)$/);
+      const right = await endpointCheck('github token', `http://127.0.0.1:${port}/oauth/token`, 'GITHUB_TOKEN_URL', 5);
+      expect(right).toMatchObject({ status: 'ok' });
+      expect(right.detail).toMatch(/answered HTTP 405 in \d+ ms$/);
+    } finally {
+      server.close();
+    }
+  });
+});
