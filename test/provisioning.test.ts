@@ -288,8 +288,11 @@ describe('the provisioning script of docs/embedding.md', () => {
 
   it('and the backend example mints a link for the signed-in customer, hears integration.connected, and reads the token', async () => {
     const [customer] = await provision({ url: tessera, email: ops.email, password: ops.password, customers: [{ id: 'shop-9', name: 'Ninth Shop' }], redirectUri: `${PRODUCT}/done` });
+    // docs/embedding.md §2: the operator makes the backend's one service token.
+    const serviceToken = (await graphql(ops.token, 'mutation { createServiceToken(name: "product backend") { token } }')).data?.createServiceToken?.token as string;
+    expect(serviceToken).toMatch(/^tss_/);
     const backend = await spawnService(
-      { TESSERA_URL: tessera, EVENTS_WEBHOOK_SECRET: WEBHOOK_SECRET, CUSTOMER_TOKENS: JSON.stringify({ [customer?.organizationId as string]: customer?.apiToken }), RETURN_URL: `${PRODUCT}/done` },
+      { TESSERA_URL: tessera, TESSERA_SERVICE_TOKEN: serviceToken, EVENTS_WEBHOOK_SECRET: WEBHOOK_SECRET, RETURN_URL: `${PRODUCT}/done` },
       { script: 'docs/examples/backend.mjs', port: backendPort },
     );
     try {
@@ -300,7 +303,7 @@ describe('the provisioning script of docs/embedding.md', () => {
       const { url } = (await link.json()) as { url: string };
       expect((await connectAsEndUser(url)).searchParams.get('status')).toBe('connected');
       await expect.poll(() => backend.output(), { timeout: 30_000 }).toContain(`connected ${customer?.organizationId} github for end-9; token expires`);
-      expect(backend.output()).not.toContain(customer?.apiToken as string);
+      expect(backend.output()).not.toContain(serviceToken);
     } finally {
       await backend.stop();
     }

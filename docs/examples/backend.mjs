@@ -1,9 +1,9 @@
 // A product's backend, the Tessera part of it (docs/embedding.md), with @tessera/client (packages/client): a connect link for the signed-in customer, and the webhook that hears a connection and reads the token.
 import { createServer } from 'node:http';
 import { Tessera, verifyWebhook, WebhookVerificationError } from '@tessera/client';
-const { TESSERA_URL, EVENTS_WEBHOOK_SECRET, CUSTOMER_TOKENS, PORT = '3000', RETURN_URL = 'http://127.0.0.1:3000/integrations' } = process.env;
-const apiTokens = JSON.parse(CUSTOMER_TOKENS); // { "<organization id>": "tsa_…" }, from provision.mjs; keep them in your secret store
-const tessera = (organizationId) => new Tessera({ baseUrl: TESSERA_URL, apiToken: apiTokens[organizationId] }); // or one service token: new Tessera({ baseUrl, serviceToken, organizationId })
+const { TESSERA_URL, TESSERA_SERVICE_TOKEN, EVENTS_WEBHOOK_SECRET, PORT = '3000', RETURN_URL = 'http://127.0.0.1:3000/integrations' } = process.env;
+const service = new Tessera({ baseUrl: TESSERA_URL, serviceToken: TESSERA_SERVICE_TOKEN }); // one service token (tss_…) for every customer; keep it in your secret store
+const tessera = (organizationId) => service.forOrganization(organizationId); // acts inside that customer's organization (X-Organization-ID)
 createServer(async (req, res) => {
   let body = '';
   for await (const chunk of req) body += chunk;
@@ -20,7 +20,7 @@ createServer(async (req, res) => {
     throw error;
   }
   const { type, data } = event;
-  if (type === 'integration.connected' && apiTokens[data.organizationId]) { // events of organizations this backend does not serve are acknowledged and ignored
+  if (type === 'integration.connected' && data.externalId !== null) { // your customers' organizations carry your key; events of others are acknowledged and ignored
     // An end user's own connection, or the organization's (endUser undefined).
     const { token } = await tessera(data.organizationId).integrations.token(data.provider, { endUser: data.endUser?.id });
     console.log(`connected ${data.organizationId} ${data.provider} for ${data.endUser?.id}; token expires ${token.expiresAt}`); // use token.accessToken; never log it
