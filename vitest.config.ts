@@ -21,6 +21,7 @@ export const SLOW = [
   'test/cli-fakes.test.ts',
   'test/cli-local.test.ts',
   'test/database-outage.test.ts',
+  'test/demo.test.ts',
   'test/client-package.test.ts',
   'test/processes.test.ts',
   'test/production-install.test.ts',

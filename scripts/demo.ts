@@ -14,6 +14,7 @@ import { type App, buildApp } from '../src/app.ts';
 import { ConfigError, loadConfig } from '../src/config/load.ts';
 import type { Database } from '../src/db/client.ts';
 import { createLogger } from '../src/http/logging.ts';
+import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
 import { openDatabase } from '../src/server.ts';
 import { webRoutes } from '../src/web/routes.ts';
 import { type FakeProvider, providerEnv } from '../test/fakes/common.ts';
@@ -25,6 +26,9 @@ import { type DemoProduct, startDemoProduct } from './demo-product.ts';
 
 const DEMO_EMAIL = 'demo@example.com';
 const DEMO_PASSWORD = 'tessera-demo-password';
+/** The deployment's own administrator (BOOTSTRAP_ADMIN_*): the operator's screens — organizations, service tokens, deliveries. */
+const OPERATOR_EMAIL = 'operator@example.com';
+const OPERATOR_PASSWORD = 'tessera-demo-operator';
 const GITHUB_LOGIN = 'octocat';
 const SLACK_LOGIN = 'slackbot';
 
@@ -107,6 +111,8 @@ async function main(): Promise<void> {
         EVENTS_WEBHOOK_URL: product.webhookUrl,
         EVENTS_WEBHOOK_SECRET: webhookSecret,
         EVENTS_POLL_INTERVAL: '1',
+        BOOTSTRAP_ADMIN_EMAIL: OPERATOR_EMAIL,
+        BOOTSTRAP_ADMIN_PASSWORD: OPERATOR_PASSWORD,
         ...providerEnv(github),
         ...providerEnv(slack),
       },
@@ -122,6 +128,7 @@ async function main(): Promise<void> {
     cleanups.push(() => fastify.close());
     await fastify.listen({ host: config.server.host, port: config.server.port });
     app.startBackground();
+    await ensureBootstrapAdmin(app.services);
 
     const registered = await fetch(`${url}/v1/register`, {
       method: 'POST',
@@ -138,24 +145,25 @@ async function main(): Promise<void> {
     process.exit(1);
   }
 
-  const interactive = process.stdin.isTTY === true;
+  const terminal = process.stdin.isTTY === true;
   process.stdout.write(
     [
       '',
       'Tessera demo is running — everything on this machine, nothing needs credentials.',
       '',
       `  Open      ${url}/`,
-      `  Sign in   ${DEMO_EMAIL}  /  ${DEMO_PASSWORD}`,
+      `  Sign in   ${DEMO_EMAIL}  /  ${DEMO_PASSWORD}   (an organization's owner: its integrations, members, tokens)`,
+      `  Operator  ${OPERATOR_EMAIL}  /  ${OPERATOR_PASSWORD}   (the deployment's administrator: organizations, service tokens, deliveries)`,
       '',
       `  Connect GitHub or Slack: their (fake) consent pages let you approve as "${GITHUB_LOGIN}" / "${SLACK_LOGIN}".`,
       `  Embedded   ${product.url}/  a demo product that lets its end user connect through connect.js (docs/embedding.md)`,
       `  Fake GitHub ${github.url}   Fake Slack ${slack.url}`,
       `  API description: ${url}/api-docs`,
       '',
-      interactive
+      terminal
         ? '  Type "revoke" + Enter to make the providers revoke every token, then press "Refresh status" on the page.'
-        : '  (Run it in a terminal to type commands, e.g. "revoke".)',
-      interactive ? '  Type "agent" + Enter (once GitHub is connected) to mint an agent capability and see how to point an MCP client at it (docs/agents.md).' : '',
+        : '  Commands are read from standard input, one per line (e.g. `printf "revoke\\n" | npm run demo`): revoke, agent, quit.',
+      terminal ? '  Type "agent" + Enter (once GitHub is connected) to mint an agent capability and see how to point an MCP client at it (docs/agents.md).' : '',
       '  Ctrl-C stops everything and deletes the demo data.',
       '',
     ].join('\n'),
@@ -175,8 +183,8 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('Ctrl-C'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
 
-  if (interactive) {
-    // terminal: false keeps the TTY in line mode, so Ctrl-C stays a signal.
+  {
+    // Commands come from a terminal or a pipe alike. terminal: false keeps a TTY in line mode, so Ctrl-C stays a signal.
     const input = createInterface({ input: process.stdin, terminal: false });
     input.on('line', (line) => {
       const command = line.trim().toLowerCase();
@@ -198,7 +206,10 @@ async function main(): Promise<void> {
         process.stdout.write('Commands: revoke (the providers revoke every token), agent (mint an agent capability for MCP), quit. Ctrl-C also stops.\n');
       }
     });
-    input.on('close', () => void stop('end of input'));
+    // A terminal's end of input (Ctrl-D) stops the demo; a pipe's end only ends the commands: it runs on until Ctrl-C.
+    input.on('close', () => {
+      if (terminal) void stop('end of input');
+    });
   }
 }
 

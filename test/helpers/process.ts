@@ -32,12 +32,12 @@ export interface ServiceProcess {
  * the pinned Node (process.execPath), on `port` or a free one. Keeps the last 256 KiB of its output (enough to explain a failure,
  * bounded over a long run); a process `exit` hook kills it if the caller never stops it.
  */
-export async function spawnService(env: Record<string, string>, options: { port?: number; script?: string; args?: string[]; cwd?: string } = {}): Promise<ServiceProcess> {
+export async function spawnService(env: Record<string, string>, options: { port?: number; script?: string; args?: string[]; cwd?: string; stdin?: 'pipe' } = {}): Promise<ServiceProcess> {
   const port = options.port ?? (await freePort());
   const child = spawn(process.execPath, [options.script ?? 'bin/tessera.mjs', ...(options.args ?? [])], {
     cwd: options.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'],
   });
   let out = '';
   const keep = (chunk: Buffer) => {
