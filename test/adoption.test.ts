@@ -69,3 +69,28 @@ describe('tessera doctor', () => {
     }
   });
 });
+
+describe('a generated client calling the proxy', () => {
+  it('openapi-fetch with the documented path serializer sends a multi-segment path with its slashes; without it, encoded', async () => {
+    const { createServer } = await import('node:http');
+    const seen: string[] = [];
+    const server = createServer((request, response) => {
+      seen.push(String(request.url));
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    }).listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      const { default: createClient } = await import('openapi-fetch');
+      const { pathSerializer } = await import('@tessera/client');
+      type Paths = import('@tessera/client').paths;
+      const route = '/v1/integrations/{provider}/proxy/{path}' as const;
+      const params = { params: { path: { provider: 'github', path: 'repos/octo cat/hello/issues' } } };
+      await createClient<Paths>({ baseUrl, pathSerializer }).GET(route, params);
+      await createClient<Paths>({ baseUrl }).GET(route, params);
+      expect(seen).toEqual(['/v1/integrations/github/proxy/repos/octo%20cat/hello/issues', '/v1/integrations/github/proxy/repos%2Focto%20cat%2Fhello%2Fissues']);
+    } finally {
+      server.close();
+    }
+  });
+});

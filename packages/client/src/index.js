@@ -5,6 +5,7 @@
  */
 export { Tessera } from './client.js';
 export { TesseraError } from './errors.js';
+export { pathSerializer } from './path-serializer.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 
 /** @typedef {import('./types.js').TesseraOptions} TesseraOptions */
