@@ -45,4 +45,27 @@ describe('consumers are adapters', () => {
   it('no re-export shims', () => {
     expect(sites(/^export (type )?\{[^}]*\} from /)).toEqual([]);
   });
+
+  it('auth modes are read as traits: no mode compared by name outside the providers room, and no import circle inside it', () => {
+    const outside = (path: string) => !path.startsWith('src/integrations/providers/');
+    // A mode's name compared (either side), a list of modes asked, or a definition's `mint` standing for "renewable".
+    const byName = /authMode\s*[!=]==|[!=]==\s*[\w?.]*\.authMode\b|ENTERED_MODES|\.authMode\)|\.mint\s*[!=]==\s*undefined/;
+    expect(sites(byName, outside)).toEqual([]);
+    // What a file of the providers room imports of the room, and what it reaches through those imports.
+    const imports = (path: string) => [...(FILES.find((file) => file.path === path)?.text ?? '').matchAll(/^import [^;]*? from '\.\/([\w-]+\.ts)';/gm)].map((match) => `src/integrations/providers/${match[1]}`);
+    const reaches = (from: string, to: string) => {
+      const seen = new Set<string>();
+      const queue = imports(from);
+      while (queue.length > 0) {
+        const next = queue.shift() as string;
+        if (next === to) return true;
+        if (seen.has(next)) continue;
+        seen.add(next);
+        queue.push(...imports(next));
+      }
+      return false;
+    };
+    expect(reaches('src/integrations/providers/engine.ts', 'src/integrations/providers/auth-modes.ts')).toBe(true);
+    expect(reaches('src/integrations/providers/auth-modes.ts', 'src/integrations/providers/engine.ts')).toBe(false);
+  });
 });

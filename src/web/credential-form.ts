@@ -18,7 +18,6 @@ import { CONNECT_PAGE_HEADERS, connectPage, flowDonePage } from '../integrations
 import { OAUTH_COOKIE_PATH } from '../integrations/connect/start.ts';
 import { storeCredentials, verifyCredentials } from '../integrations/credentials/connect.ts';
 import type { ConfiguredProvider } from '../integrations/providers/registry.ts';
-import { ENTERED_MODES } from '../integrations/providers/types.ts';
 import type { ConnectSession } from '../integrations/sessions/sessions.ts';
 import { toAnswer } from '../integrations/tokens/policy.ts';
 import type { Services } from '../services.ts';
@@ -40,7 +39,7 @@ export function credentialsPath(secret: string, provider: string): string {
 
 /** Whether a provider is connected with this form rather than a sign-in page. */
 export function takesEnteredCredentials(provider: ConfiguredProvider): boolean {
-  return ENTERED_MODES.includes(provider.definition.authMode);
+  return provider.traits.connects === 'entered';
 }
 
 /** Why the form is shown again, in words a person can act on. */

@@ -77,7 +77,7 @@ export async function completeConnect(services: Services, input: CallbackInput, 
   }
   const provider = services.providers.get(state.provider);
   if (!provider) throw fail(new AppError('PROVIDER_NOT_CONFIGURED'));
-  const installationId = provider.definition.authMode === 'app_installation' ? installationOf(input, fail) : undefined;
+  const installationId = provider.traits.connects === 'installation' ? installationOf(input, fail) : undefined;
   if (!input.code) throw fail(new AppError('INVALID_INPUT', { details: [{ path: 'code', message: 'is required' }] }));
 
   const actor: AuditActor = { principal, requestId: input.requestId, ...(state.userId ? { userId: state.userId } : {}) };

@@ -63,7 +63,7 @@ export async function startConnect(services: Services, db: Db, principal: Princi
   const user = requireUser(principal);
   requireRole(user, user.organizationId, 'admin');
   const provider = configuredProvider(services, input.provider);
-  if (provider.definition.authMode !== 'oauth2' && provider.definition.authMode !== 'app_installation') {
+  if (provider.traits.connects === 'entered') {
     // Entered credentials have no sign-in page to send a browser to (docs/contract.md §5c).
     throw new AppError('INVALID_INPUT', { details: [{ path: 'body.provider', message: `${provider.displayName} connects with entered credentials: POST /v1/integrations/${provider.id}/credentials` }] });
   }
@@ -111,7 +111,7 @@ export async function beginFlow(services: Services, db: Db, flow: FlowInput, exi
 
   const url = new URL(provider.context.endpoints.authUrl);
   // An app's install page takes only the state: it returns it with the installation (docs/contract.md §5c).
-  if (provider.definition.authMode === 'app_installation') {
+  if (provider.traits.connects === 'installation') {
     url.searchParams.set('state', state);
     return { authUrl: url.href, state, txValue };
   }

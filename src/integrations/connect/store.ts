@@ -4,20 +4,11 @@ import type { UnitOfWork } from '../../ground/work.ts';
 import type { Services } from '../../services.ts';
 import { upsertConnectedIntegration } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
-import type { AuthMode, Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
+import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
 import { grantsToRevoke } from '../delete.ts';
 import { readSecrets, replaceSecrets } from '../secrets.ts';
 import type { ConnectSessionRow } from '../sessions/sessions.ts';
 import { accessTokenExpiry, refreshTokenExpiry } from '../token-endpoint.ts';
-
-/** How an integration's description names its mode (`OAuth integration with github for octocat`). */
-const MODE_LABELS: Record<AuthMode, string> = {
-  oauth2: 'OAuth',
-  app_installation: 'GitHub App',
-  api_key: 'API key',
-  basic: 'Basic credentials',
-  client_credentials: 'Client credentials',
-};
 
 export interface ConnectedResult {
   integration: { id: string; name: string; provider: string };
@@ -58,14 +49,14 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
     provider: provider.id,
     endUser,
     name: `${provider.displayName} Integration (${account.username})`,
-    description: `${MODE_LABELS[provider.definition.authMode]} integration with ${provider.id} for ${account.username}`,
+    description: `${provider.traits.label} integration with ${provider.id} for ${account.username}`,
     scopes,
     providerAccountId: account.id,
     providerWorkspaceId: account.workspaceId ?? null,
     tokenExpiresAt,
     refreshTokenExpiresAt: tokens ? refreshTokenExpiry(tokens, now) : null,
     // A minted mode renews without the person, as a refresh token does.
-    hasRefreshToken: tokens?.refreshToken !== undefined || provider.definition.mint !== undefined,
+    hasRefreshToken: tokens?.refreshToken !== undefined || provider.traits.renews === 'mint',
     nextValidationAt: new Date(now + services.config.oauth.validationInterval * 1000),
     metadata: connection.metadata,
     connectedVia: connection.session ? { sessionId: connection.session.id, endUser: connection.session.endUser ?? null } : null,

@@ -17,7 +17,7 @@ import type { OpenWork } from '../connect/callback.ts';
 import { type ConnectedResult, storeConnection } from '../connect/store.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
-import { ENTERED_MODES, type Metadata, type MintedToken, type ProviderAccount, ProviderError } from '../providers/types.ts';
+import { type Metadata, type MintedToken, type ProviderAccount, ProviderError } from '../providers/types.ts';
 import { HOST_LABEL } from '../providers/url-template.ts';
 import { OutboundRefused } from '../../lib/outbound.ts';
 import { type ConnectSession, completeSession } from '../sessions/sessions.ts';
@@ -44,7 +44,7 @@ export interface CredentialsInput {
 
 /** 400 for a provider whose integrations are not connected by entered credentials. */
 export function requireEnteredMode(provider: ConfiguredProvider): void {
-  if (!ENTERED_MODES.includes(provider.definition.authMode)) {
+  if (provider.traits.connects !== 'entered') {
     throw new AppError('INVALID_INPUT', { details: [{ path: 'provider', message: `${provider.displayName} connects through its sign-in flow, not entered credentials` }] });
   }
 }
@@ -55,7 +55,8 @@ export function requireEnteredMode(provider: ConfiguredProvider): void {
  * `INVALID_INPUT` naming the fields — never a value.
  */
 export function checkFields(provider: ConfiguredProvider, raw: Record<string, unknown>): Record<string, string> {
-  const { credentialFields, metadataFields } = provider.definition;
+  const { metadataFields } = provider.definition;
+  const credentialFields = provider.traits.fields;
   const known = new Set(credentialFields.map((field) => field.name));
   const details: ErrorDetail[] = [];
   for (const name of Object.keys(raw)) if (!known.has(name)) details.push({ path: `credentials.${name.slice(0, 64)}`, message: 'is not a field of this provider' });

@@ -3,9 +3,9 @@
  * fields a person enters, how requests carry them, which entered values are metadata, and how
  * a token is minted. The engine (engine.ts) turns a definition's `authMode` into its
  * behaviour here, the same way for every provider: there is no per-provider branch, and the
- * token lifecycle only sees `presents`, `carry`, `verify` and `mint`.
+ * token lifecycle only sees `presents`, `carry`, `verify` and `mint` (and traits.ts what they
+ * mean). This file imports nothing of the engine: what it needs of it comes in `EngineParts`.
  */
-import { basicCredentials, clientRequest } from './engine.ts';
 import { fillTemplate, parseJson } from './json.ts';
 import type { AccountSpec } from './spec.ts';
 import {
@@ -64,6 +64,12 @@ export interface EngineParts {
   parseGrantAnswer(response: ProviderResponse): TokenSet;
   /** The OAuth bearer carriage (`{scheme} {token}`). */
   bearer(secret: string): { headers: Record<string, string>; query: Record<string, string> };
+  /** A client's request to a token endpoint (engine.ts `clientRequest`): its credentials where `auth` puts them, the fields form-encoded. */
+  clientRequest(
+    client: { clientId: string; clientSecret: string },
+    params: Record<string, string>,
+    options: { auth: 'basic' | 'body' | 'none'; format: 'form' | 'json' },
+  ): { headers: Record<string, string>; body?: string };
 }
 
 type ModeParts = Pick<ProviderDefinition, 'authMode' | 'credentialFields' | 'metadataFields' | 'presents' | 'carry'> & Partial<Pick<ProviderDefinition, 'verify' | 'mint'>>;
@@ -141,7 +147,8 @@ function grantMint(grant: GrantSpec, engine: EngineParts) {
     const inQuery = grant.paramsIn === 'query';
     const url = new URL(context.endpoints.tokenUrl);
     if (inQuery) for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
-    const request = inQuery ? { headers: { accept: 'application/json', ...(auth === 'basic' ? { authorization: `Basic ${basicCredentials(client.clientId, client.clientSecret)}` } : {}) } } : clientRequest(client, params, { auth, format: 'form' });
+    // In the query, the parameters leave the body empty: only the HTTP Basic credentials remain (as before, none for `client_secret_post`).
+    const request = inQuery ? engine.clientRequest(client, {}, { auth: auth === 'basic' ? 'basic' : 'none', format: 'form' }) : engine.clientRequest(client, params, { auth, format: 'form' });
     const started = Date.now();
     const tokens = engine.parseGrantAnswer(await context.request(url.href, { method: 'POST', ...request }));
     return {

@@ -34,6 +34,7 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
     // A mint's refusals are all of the stored grant (entered credentials, an installation): never this deployment's client.
     parseGrantAnswer: (response) => parseTokenAnswer(spec.displayName, { ...spec.token, clientErrors: [] }, response),
     bearer,
+    clientRequest,
   });
   const definition: ProviderDefinition = {
     id: spec.id,

@@ -23,7 +23,8 @@ import { fillTemplate, placeholders } from './json.ts';
 import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFetch } from './transport.ts';
 import { EnteredValueRefused, enteredHostPattern, enteredUrlProblems, fillUrlTemplate, hostLabelFields } from './url-template.ts';
 import { createOutboundGuard, type OutboundGuard } from '../../lib/outbound.ts';
-import { ENTERED_MODES, type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
+import { type AuthTraits, authTraits } from './traits.ts';
+import { type Metadata, type ProviderContext, type ProviderDefinition, type ProviderEndpoints, ProviderError } from './types.ts';
 
 /** Every provider Tessera knows. Adding one: a definition file, then list it here. */
 export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab, bitbucket, discord, google, microsoft, atlassian, linear, notion, zoom, salesforce, stripe, twilio, zooms2s, githubapp];
@@ -36,6 +37,8 @@ export interface ConfiguredProvider {
   id: string;
   displayName: string;
   definition: ProviderDefinition;
+  /** How it connects, renews and what it stores (traits.ts): what code outside the providers room reads, never the mode's name. */
+  traits: AuthTraits;
   clientId: string;
   /** Stays on the server: never in a response, an authUrl or a log line. */
   clientSecret: string;
@@ -90,7 +93,7 @@ export function buildProviderRegistry(
   }
   for (const definition of byId.values()) {
     const settings = config.providers[definition.id];
-    if (definition.authMode === 'app_installation' && settings?.clientId && settings.clientSecret) problems.push(...appSettingsMissing(definition.id, settings));
+    if (authTraits(definition).connects === 'installation' && settings?.clientId && settings.clientSecret) problems.push(...appSettingsMissing(definition.id, settings));
     // §5c: an entered value fills a URL only as a host label under a fixed suffix, a path segment or a query value.
     if (settings && definition.metadataFields.length > 0) {
       for (const [key, template] of Object.entries(templatesOf(definition, settings))) {
@@ -104,7 +107,7 @@ export function buildProviderRegistry(
   for (const definition of byId.values()) {
     const settings = config.providers[definition.id];
     if (!settings) continue;
-    if (ENTERED_MODES.includes(definition.authMode)) {
+    if (authTraits(definition).connects === 'entered') {
       // Credentials a person enters need nothing of the deployment's: a custom definition, or a built-in switched on, is configured.
       if (settings.definition === undefined && settings.enabled !== true) continue;
       configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, observe, outboundGuard));
@@ -210,6 +213,7 @@ function configure(
     id: definition.id,
     displayName: definition.displayName,
     definition,
+    traits: authTraits(definition),
     clientId: settings.clientId,
     clientSecret: settings.clientSecret,
     redirectUri: `${clientEndpoint}/v1/integrations/oauth/callback`,

@@ -129,12 +129,10 @@ export interface ProviderContext {
 /**
  * How a provider's integrations are credentialed (docs/contract.md §5c): the OAuth code flow
  * (`oauth2`), a GitHub App installation, or credentials a person enters — an API key, HTTP
- * Basic credentials, or an organization's own client credentials that mint tokens.
+ * Basic credentials, or an organization's own client credentials that mint tokens. What a mode
+ * means (how it connects, renews, what it stores) is its traits (traits.ts).
  */
 export type AuthMode = 'oauth2' | 'app_installation' | 'api_key' | 'basic' | 'client_credentials';
-
-/** The modes whose credentials a person fills in (a form, `POST /v1/integrations/{provider}/credentials`). */
-export const ENTERED_MODES: readonly AuthMode[] = ['api_key', 'basic', 'client_credentials'];
 
 /** A field a person enters: its name in `credentials`, its label on the form, and whether it is secret (a password input; never in metadata). */
 export interface CredentialField {

@@ -1,7 +1,6 @@
 import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
-import { ENTERED_MODES } from '../providers/types.ts';
 import { AuthModeSchema } from './shared.ts';
 
 /** `GET /v1/providers` (docs/contract.md §5): the configured providers, nothing secret. */
@@ -37,8 +36,8 @@ export function providersRoute(app: TypedFastify, services: Services): void {
         id: provider.id,
         displayName: provider.displayName,
         defaultScopes: provider.scopes,
-        authMode: provider.definition.authMode,
-        ...(ENTERED_MODES.includes(provider.definition.authMode) ? { credentials: provider.definition.credentialFields.map(({ name, label, secret }) => ({ name, label, secret })) } : {}),
+        authMode: provider.traits.mode,
+        ...(provider.traits.connects === 'entered' ? { credentials: provider.traits.fields.map(({ name, label, secret }) => ({ name, label, secret })) } : {}),
       })),
     }),
   );

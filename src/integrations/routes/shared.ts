@@ -110,9 +110,9 @@ export const EnteredCredentials = Type.Record(Type.String(), Type.String(), { de
  * and the mode, except for `oauth2`, whose answer stays §5's as it was.
  */
 export function usableBody(loaded: LoadedIntegration): { authMode?: AuthMode; token?: ReturnType<typeof tokenBody>; credentials?: Record<string, string> } {
-  const { definition } = loaded.provider;
-  if (definition.presents === 'credentials') return { authMode: definition.authMode, credentials: parseCredentials(loaded.secrets.credentials) };
-  return { ...(definition.authMode === 'oauth2' ? {} : { authMode: definition.authMode }), token: tokenBody(loaded) };
+  const { traits } = loaded.provider;
+  if (traits.presents === 'credentials') return { authMode: traits.mode, credentials: parseCredentials(loaded.secrets.credentials) };
+  return { ...(traits.namedInTokenRead ? { authMode: traits.mode } : {}), token: tokenBody(loaded) };
 }
 
 /** A token as the API hands it out. */

@@ -110,7 +110,7 @@ export class TokenLifecycle {
     if (loaded.row.status === 'invalid') throw new AppError('TOKEN_VALIDATION_FAILED');
     const expired = () => expiresWithin(loaded.row.tokenExpiresAt, 0);
     // A minted mode with no token cached yet mints one now.
-    const unminted = loaded.provider.definition.mint !== undefined && presented(loaded) === undefined;
+    const unminted = loaded.provider.traits.renews === 'mint' && presented(loaded) === undefined;
     if (!refreshDue(loaded.row) && !unminted) {
       if (!expired()) return loaded;
       throw new AppError('TOKEN_VALIDATION_FAILED', { message: 'The token has expired; reconnect the integration' });
@@ -134,7 +134,7 @@ export class TokenLifecycle {
 
   private async refreshHoldingLease(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
     // A minted mode renews by minting: the same lease, the same store-before-serve.
-    if (loaded.provider.definition.mint) return this.mintHoldingLease(loaded, actor, 'refresh');
+    if (loaded.provider.traits.renews === 'mint') return this.mintHoldingLease(loaded, actor, 'refresh');
     const refreshToken = loaded.secrets.refresh_token;
     if (!refreshToken) {
       // Nothing to refresh with: re-validate the current token and hand it back — or the failure, unless it lets the request go on.
@@ -197,7 +197,7 @@ export class TokenLifecycle {
    */
   async validate(loaded: LoadedIntegration, actor: AuditActor, options: { recover?: boolean } & LiveCheckOptions = {}): Promise<{ loaded: LoadedIntegration; outcome: ValidationOutcome }> {
     const settle = options.settle !== false;
-    if (loaded.provider.definition.mint) return this.validateByMint(loaded, actor, settle);
+    if (loaded.provider.traits.renews === 'mint') return this.validateByMint(loaded, actor, settle);
     const token = presented(loaded);
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
     const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
@@ -248,7 +248,7 @@ export class TokenLifecycle {
     const settle = options.settle !== false;
     try {
       // A minted mode's validation is itself a mint: one that must not settle needs no refresh first.
-      if (renewable(loaded) && refreshDue(loaded.row, due) && (settle || !loaded.provider.definition.mint)) {
+      if (renewable(loaded) && refreshDue(loaded.row, due) && (settle || loaded.provider.traits.renews !== 'mint')) {
         const refreshed = await this.refresh(loaded.row, actor);
         // A refresh shared with one that ended before this check looked (decision 49) asked the provider nothing:
         // no validation has happened since, and the live answer is still owed (decision 186).

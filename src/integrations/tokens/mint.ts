@@ -11,14 +11,14 @@ import type { MintedToken, TokenSet } from '../providers/types.ts';
 import type { LoadDeps, LoadedIntegration } from './loaded.ts';
 import { storeRotated } from './store-rotated.ts';
 
-/** Whether the integration renews without the person: a refresh token, or a definition that mints. */
+/** Whether the integration renews without the person: a refresh token, or a mode that mints. */
 export function renewable(loaded: LoadedIntegration): boolean {
-  return loaded.secrets.refresh_token !== undefined || loaded.provider.definition.mint !== undefined;
+  return loaded.secrets.refresh_token !== undefined || loaded.provider.traits.renews === 'mint';
 }
 
 /** The stored secret requests carry: the access token, or the entered credentials (api_key, basic). */
 export function presented(loaded: LoadedIntegration): string | undefined {
-  return loaded.secrets[loaded.provider.definition.presents];
+  return loaded.secrets[loaded.provider.traits.presents];
 }
 
 /**

@@ -108,7 +108,7 @@ function rotatedStatement(
         last_refreshed_at = now(),
         token_expires_at = ${tokenExpiresAt ? tokenExpiresAt.toISOString() : null}::timestamptz,
         refresh_token_expires_at = ${refreshExpiresAt === undefined ? sql`refresh_token_expires_at` : sql`${refreshExpiresAt ? refreshExpiresAt.toISOString() : null}::timestamptz`},
-        has_refresh_token = ${refreshToken !== undefined || loaded.provider.definition.mint !== undefined},
+        has_refresh_token = ${refreshToken !== undefined || loaded.provider.traits.renews === 'mint'},
         scopes = ${tokens.scopes.length > 0 ? sql`${sql.param(tokens.scopes)}::text[]` : sql`scopes`},
         metadata = metadata || ${JSON.stringify(tokens.metadata ?? {})}::jsonb,
         updated_at = now()
