@@ -68,4 +68,36 @@ describe('consumers are adapters', () => {
     expect(reaches('src/integrations/providers/engine.ts', 'src/integrations/providers/auth-modes.ts')).toBe(true);
     expect(reaches('src/integrations/providers/auth-modes.ts', 'src/integrations/providers/engine.ts')).toBe(false);
   });
+
+  it('no request-input casts: a handler reads its typed schema, or a typed reader (http/form-guard.ts stringFields)', () => {
+    expect(sites(/(request|req)\.(body|query|params)\)? as\b/)).toEqual([]);
+  });
+
+  it('no systemUnitOfWork in a file that registers routes: a request works in its own unit of work (decision 274)', () => {
+    // Form routes register on the form context (`forms.post(…)`) as well as on the app.
+    const registers = (path: string) => FILES.some((file) => file.path === path && (ROUTE_FILE.test(file.text) || /\bforms\.(get|post|put|patch|delete)\(/.test(file.text)));
+    expect(sites(/\bsystemUnitOfWork\b/, registers)).toEqual([]);
+  });
+
+  it('"status, checked live when stale" exists once (integrations/checked-status.ts), and its consumers call it (decision 271)', () => {
+    expect(sites(/^export (async )?function checkedStatus\b/)).toEqual([expect.stringMatching(/^src\/integrations\/checked-status\.ts:/)]);
+    for (const consumer of ['src/integrations/routes/status.ts', 'src/agents/tools.ts']) {
+      expect(sites(/\bcheckedStatus\(/, (path) => path === consumer), consumer).not.toEqual([]);
+    }
+    // The copies' tell-tales: the age compared with OAUTH_STATUS_MAX_AGE, and a stored sentence compared for its cause (decision 272).
+    expect(sites(/\.statusMaxAge\b/)).toEqual([expect.stringMatching(/^src\/integrations\/checked-status\.ts:/)]);
+    expect(sites(/lastError\s*[!=]==?\s*(REASONS\b|['"`])/)).toEqual([]);
+  });
+
+  it('"finish a connect" exists once (integrations/connect/finish.ts): the callback and entered credentials both end there (decision 273)', () => {
+    expect(sites(/^export (async )?function finishConnect\b/)).toEqual([expect.stringMatching(/^src\/integrations\/connect\/finish\.ts:/)]);
+    for (const consumer of ['src/integrations/connect/callback.ts', 'src/integrations/credentials/connect.ts']) {
+      expect(sites(/\bfinishConnect\(/, (path) => path === consumer), consumer).not.toEqual([]);
+    }
+    // The copies' tell-tales: storing a connection, or completing its session, anywhere else.
+    expect(sites(/\b(storeConnection|completeSession)\(/, (path) => !path.startsWith('src/integrations/sessions/') && !path.endsWith('/connect/store.ts'))).toEqual([
+      expect.stringMatching(/^src\/integrations\/connect\/finish\.ts:/),
+      expect.stringMatching(/^src\/integrations\/connect\/finish\.ts:/),
+    ]);
+  });
 });

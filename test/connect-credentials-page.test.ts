@@ -2,12 +2,15 @@
 // browser without JavaScript would: load the page, press the provider's button, fill in the
 // form, post it — a rejection shows the form again and the session stays usable; an acceptance
 // completes the session and lands on the product's redirect URI.
+import { sql } from 'drizzle-orm';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows } from '../src/db/client.ts';
 import { type FakeStripe, startFakeStripe } from './fakes/providers/stripe.ts';
 import { type FakeTwilio, startFakeTwilio } from './fakes/providers/twilio.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
 import { formOf, openPage, press } from './helpers/connect-page.ts';
+import { graphqlData } from './helpers/graphql.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
 
 const RETURN = 'http://127.0.0.1:8080/app/connected';
@@ -151,5 +154,44 @@ describe("the hosted page's credential form, without JavaScript", () => {
     expect(got.statusCode).toBe(200);
     expect(got.body).toContain('Connect Twilio');
     expect(twilio.requests.filter((r) => r.path.includes('customer-3'))).toEqual([]);
+  });
+
+  it('ends as the callback does when the minting token expires while the provider checks the credentials: nothing stored, the session’s page, the product told FORBIDDEN', async () => {
+    const minting = (await graphqlData(t.fastify, owner.token, 'mutation { createAPIToken(name: "minting for the form") { id token } }')).createAPIToken;
+    const minted = await t.fastify.inject({
+      method: 'POST',
+      url: '/v1/connect/sessions',
+      headers: bearer(minting.token),
+      payload: { redirectUri: RETURN, allowedProviders: ['stripe'], endUser: { id: 'customer-4' } },
+    });
+    expect(minted.statusCode, minted.body).toBe(201);
+    const session = minted.json().session as { id: string; url: string };
+    const form = readForm(await press(t.fastify, await openPage(t.fastify, session.url), 'stripe'));
+    const account = stripe.addAccount('Customer Four Ltd');
+    const seen = stripe.requests.length;
+    stripe.latencyMs = 300;
+    let posted: LightMyRequestResponse;
+    try {
+      const posting = submit(form, { 'credential.apiKey': account.key });
+      // The credentials are being verified: the token that minted the session expires meanwhile.
+      await expect.poll(() => stripe.requests.length > seen, { timeout: 5000, interval: 10 }).toBe(true);
+      await t.database.db.execute(sql`UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = ${minting.id}`);
+      posted = await posting;
+    } finally {
+      stripe.latencyMs = 0;
+    }
+    expect(posted.statusCode).toBe(410);
+    expect(posted.body).toContain('This link was cancelled');
+    expect(posted.headers.location).toBeUndefined();
+    expect((await t.fastify.inject({ url: '/v1/integrations?endUser=customer-4', headers: bearer(owner.token) })).json().integrations).toEqual([]);
+    const view = await t.fastify.inject({ url: `/v1/connect/sessions/${session.id}`, headers: bearer(owner.token) });
+    expect(view.json().session).toMatchObject({ status: 'revoked', error: 'FORBIDDEN' });
+    const failed = await queryRows<{ data: Record<string, unknown> }>(
+      t.database.db,
+      sql`SELECT data FROM events WHERE organization_id = ${owner.organizationId} AND type = 'integration.connect_failed' AND data->>'sessionId' = ${session.id}`,
+    );
+    expect(failed.map((row) => row.data)).toEqual([
+      { organizationId: owner.organizationId, externalId: null, provider: 'stripe', endUser: { id: 'customer-4' }, sessionId: session.id, code: 'FORBIDDEN' },
+    ]);
   });
 });

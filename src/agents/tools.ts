@@ -10,12 +10,12 @@ import { recordAudit } from '../audit/audit.ts';
 import type { Principal } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
 import { capabilityAccess } from '../identity/capabilities.ts';
-import { currentAccounts, findIntegrationByProvider, listIntegrationSummaries } from '../integrations/integrations.ts';
+import { checkedStatus } from '../integrations/checked-status.ts';
+import { currentAccounts, listIntegrationSummaries } from '../integrations/integrations.ts';
 import type { ConfiguredProvider } from '../integrations/providers/registry.ts';
 import { restIsWrite } from '../integrations/providers/types.ts';
 import { proxyCall, proxySegments, proxyWrites, takeEndUser } from '../integrations/proxy.ts';
-import { effectiveStatus, statusObject } from '../integrations/status.ts';
-import { withSecrets } from '../integrations/tokens/loaded.ts';
+import { effectiveStatus } from '../integrations/status.ts';
 import { toAnswer } from '../integrations/tokens/policy.ts';
 import type { Services } from '../services.ts';
 import { providerGuide } from './tool-text.ts';
@@ -161,17 +161,8 @@ async function listIntegrationsTool(services: Services, principal: Principal, re
 async function statusTool(services: Services, caller: ToolCaller, reach: Reach[], args: Record<string, unknown>): Promise<CallToolResult> {
   const r = reach.find((candidate) => candidate.provider.id === args.provider);
   if (!r) throw invalid('provider', 'must be one of the providers this credential reaches');
-  const asked = typeof args.endUser === 'string' ? args.endUser : null;
-  const endUserId = endUserOf(caller.principal, r.provider.id, false, asked);
-  const row = await findIntegrationByProvider(services.db, caller.principal.organizationId, r.provider.id, endUserId);
-  if (!row) throw new AppError('INTEGRATION_NOT_FOUND');
-  const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
-  let status = statusObject(row, r.provider.displayName);
-  // As the status route: validated live only when the last check is too old.
-  if (row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
-    const { loaded } = await services.lifecycle.check(await withSecrets(services, row), caller.actor);
-    status = statusObject(loaded.row, loaded.provider.displayName);
-  }
+  const endUserId = typeof args.endUser === 'string' ? args.endUser : null;
+  const status = await checkedStatus(services, { db: services.db, actor: caller.actor }, { provider: r.provider.id, endUserId });
   return { content: [{ type: 'text', text: JSON.stringify(status) }], structuredContent: status as unknown as Record<string, unknown> };
 }
 

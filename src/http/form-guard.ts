@@ -139,14 +139,26 @@ function guardRoute(route: RouteOptions, guard: FormGuard): void {
   route.attachValidation = true;
   const handler = route.handler;
   route.handler = async function guarded(this: unknown, request: FastifyRequest, reply: FastifyReply) {
-    const body = request.validationError ? undefined : (request.body as Record<string, unknown> | undefined);
-    const refusal = await guard.verify(request, body?.[NONCE_FIELD]);
+    const nonce = request.validationError ? undefined : stringFields(request.body)[NONCE_FIELD];
+    const refusal = await guard.verify(request, nonce);
     if (refusal) {
       request.log.info({ formRefused: refusal }, 'form post refused: not the page’s own');
       return refused(request, reply, refusal);
     }
     return handler.call(this as never, request, reply);
   };
+}
+
+/**
+ * The text fields of a request's parsed input (a form's body, a route's params) by name, read
+ * without trusting its shape: where the route's typed schema does not reach — a `formRefused`
+ * answer, which runs for posts that failed it — this is how a form's input is read. Anything but
+ * an object has none; values that are not text are left out.
+ */
+export function stringFields(input: unknown): Record<string, string> {
+  if (typeof input !== 'object' || input === null) return {};
+  // Defined, not assigned: a field named `__proto__` stays a field.
+  return Object.fromEntries(Object.entries(input).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
 }
 
 function sha256Hex(value: string): string {

@@ -17,6 +17,23 @@ export const REASONS = {
   revokedAtProvider: 'access revoked at the provider',
 } as const;
 
+/** A status's cause, as a key of `REASONS`. */
+export type Reason = keyof typeof REASONS;
+
+const REASON_OF_WORDS: ReadonlyMap<string, Reason> = new Map(Object.entries(REASONS).map(([reason, words]) => [words, reason as Reason]));
+
+/**
+ * The reason a stored `lastError` records, read back as its key: the column holds `REASONS`'
+ * values only (our words, never a provider's), so they are stored values like `status`'s and
+ * are never reworded without rewriting the rows (decision 272). Null for none, or words of no reason.
+ */
+export function reasonOf(lastError: string | null): Reason | null {
+  return lastError === null ? null : (REASON_OF_WORDS.get(lastError) ?? null);
+}
+
+/** The reasons whose `warning` only this deployment's operator can mend: a refresh cannot help (docs/contract.md §5). */
+const CONFIGURATION_REASONS: ReadonlySet<Reason> = new Set(['misconfigured']);
+
 /** The status object the user interface shows (docs/seed.md, docs/contract.md §5). */
 export interface StatusObject {
   provider: string;
@@ -41,6 +58,7 @@ export function effectiveStatus(row: Pick<IntegrationRow, 'status' | 'tokenExpir
 /** Builds the status object from the stored row. */
 export function statusObject(row: IntegrationRow, displayName: string, now = Date.now()): StatusObject {
   const status = effectiveStatus(row, now);
+  const reason = reasonOf(row.lastError);
   const tokenExpired = row.tokenExpiresAt !== null && row.tokenExpiresAt.getTime() <= now;
   const base = { provider: row.provider, lastValidated: row.lastValidatedAt?.toISOString() ?? null };
   const failure = {
@@ -52,7 +70,7 @@ export function statusObject(row: IntegrationRow, displayName: string, now = Dat
       return { ...base, status, connected: true, tokenValid: true, tokenExpired: false, message: `${displayName} is connected.`, actions: [] };
     case 'warning':
       // Rejected client credentials are this deployment's to fix: a refresh cannot help (docs/contract.md §5).
-      if (row.lastError === REASONS.misconfigured) {
+      if (reason !== null && CONFIGURATION_REASONS.has(reason)) {
         return {
           ...base,
           status,

@@ -7,7 +7,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { formRoutes, NONCE_FIELD } from '../http/form-guard.ts';
+import { formRoutes, NONCE_FIELD, stringFields } from '../http/form-guard.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { getOrganization } from '../organizations/organizations.ts';
 import { currentAccounts } from '../integrations/integrations.ts';
@@ -176,7 +176,7 @@ function startRoutes(app: TypedFastify, services: Services): void {
           auth: 'public',
           noStore: true,
           errors: [],
-          formRefused: (request, reply) => pageAgain(services, request, reply, (request.params as { secret: string }).secret, (request.body as { popup?: unknown } | undefined)?.popup === '1'),
+          formRefused: (request, reply) => pageAgain(services, request, reply, stringFields(request.params).secret ?? '', stringFields(request.body).popup === '1'),
         },
         schema: { summary: "Starts a connect session's flow with one of its providers (the hosted page's form)", tags: ['connect'], params: SecretParams, body: StartBody, hide: true },
       },

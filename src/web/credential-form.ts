@@ -9,14 +9,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { AppError, type ErrorCode } from '../ground/errors.ts';
-import { formRoutes, NONCE_FIELD } from '../http/form-guard.ts';
+import { formRoutes, NONCE_FIELD, stringFields } from '../http/form-guard.ts';
 import { contentSecurityPolicy, escapeHtml } from '../http/html.ts';
 import type { TypedFastify } from '../http/typed.ts';
-import { systemUnitOfWork } from '../ground/work.ts';
+import { unitOfWorkAs } from '../http/unit-of-work.ts';
 import { callbackRedirect, recordFailedAttempt } from '../integrations/connect/callback.ts';
 import { CONNECT_PAGE_HEADERS, connectPage, flowDonePage } from '../integrations/connect/pages.ts';
 import { OAUTH_COOKIE_PATH } from '../integrations/connect/start.ts';
-import { storeCredentials, verifyCredentials } from '../integrations/credentials/connect.ts';
+import { SessionUnusable } from '../integrations/connect/finish.ts';
+import { connectWithCredentials } from '../integrations/credentials/connect.ts';
 import type { ConfiguredProvider } from '../integrations/providers/registry.ts';
 import type { ConnectSession } from '../integrations/sessions/sessions.ts';
 import { toAnswer } from '../integrations/tokens/policy.ts';
@@ -105,11 +106,12 @@ export function credentialFormRoutes(app: TypedFastify, services: Services, page
     return { session: opened.session, provider };
   };
   const again = async (request: FastifyRequest, reply: FastifyReply, popup: boolean) => {
-    const params = request.params as { secret: string; provider: string };
-    const found = await target(params.secret, params.provider);
+    const params = stringFields(request.params);
+    const secret = params.secret ?? '';
+    const found = await target(secret, params.provider ?? '');
     if ('page' in found) return pages.unusable(reply, found.page);
     reply.code(403);
-    return credentialFormPage(services, request, reply, { session: found.session, secret: params.secret, provider: found.provider, popup });
+    return credentialFormPage(services, request, reply, { session: found.session, secret, provider: found.provider, popup });
   };
   formRoutes(app, services.forms, (forms) => {
     forms.get(
@@ -124,7 +126,7 @@ export function credentialFormRoutes(app: TypedFastify, services: Services, page
     forms.post(
       credentialsPath(':secret', ':provider'),
       {
-        config: { auth: 'public', noStore: true, errors: [], formRefused: (request, reply) => again(request, reply, (request.body as { popup?: unknown } | undefined)?.popup === '1') },
+        config: { auth: 'public', noStore: true, errors: [], formRefused: (request, reply) => again(request, reply, stringFields(request.body).popup === '1') },
         schema: { summary: "Connects a provider with entered credentials (the hosted page's form)", tags: ['connect'], params: Params, body: Body, hide: true },
       },
       async (request, reply) => {
@@ -135,21 +137,23 @@ export function credentialFormRoutes(app: TypedFastify, services: Services, page
         const popup = request.body.popup === '1';
         const values: Record<string, string> = {};
         for (const [name, value] of Object.entries(request.body)) if (name.startsWith(FIELD_PREFIX) && typeof value === 'string') values[name.slice(FIELD_PREFIX.length)] = value;
-        const actor = { principal: null, requestId: request.id };
         const state = { organizationId: session.organizationId, provider: provider.id, redirectUri: session.redirectUri, connectSessionId: session.id };
         let integrationId: string;
         try {
-          const verified = await verifyCredentials(services, { organizationId: session.organizationId, provider, credentials: values, session, actor, log: request.log });
-          // A transaction of its own: a session that ended meanwhile rolls the store back and shows its page.
-          integrationId = (await systemUnitOfWork(services.db, services.outbox, actor, (work) => storeCredentials(services, work, verified))).integration.id;
+          // Verified with no transaction open; stored, and the session completed, in the request's own (connect/finish.ts).
+          const input = { organizationId: session.organizationId, provider, credentials: values, session, actor: { principal: null, requestId: request.id }, log: request.log };
+          integrationId = (await connectWithCredentials(services, input, unitOfWorkAs(request, services))).integration.id;
         } catch (error) {
           const answer = toAnswer(error);
           if (!(answer instanceof AppError)) throw error;
-          if (answer.code === 'CONFLICT') {
+          // As at the callback: what the request stored is undone, then the failed attempt recorded on its own.
+          await request.ctx.rollback();
+          await recordFailedAttempt(services, state, answer.code, request.id);
+          // A session that ended meanwhile (used, revoked, its minter's authority gone) shows its page.
+          if (answer instanceof SessionUnusable) {
             const now = await target(secret, provider.id);
             return pages.unusable(reply, 'page' in now ? now.page : pages.notAllowed);
           }
-          await recordFailedAttempt(services, state, answer.code, request.id);
           reply.code(answer.status);
           return credentialFormPage(services, request, reply, { session, secret, provider, popup, problem: answer.code, values });
         }

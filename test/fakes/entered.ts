@@ -24,11 +24,13 @@ export interface EnteredReply {
 
 export type EnteredRoute = (request: EnteredRequest, params: string[]) => EnteredReply | Promise<EnteredReply>;
 
-/** A running fake: its base URL, what it received, and `mode` (`down`: every answer a 503). */
+/** A running fake: its base URL, what it received, `mode` (`down`: every answer a 503), and how long each answer waits. */
 export interface EnteredFake {
   url: string;
   requests: EnteredRequest[];
   mode: { api: 'ok' | 'down' };
+  /** Milliseconds every answer waits once its request is recorded: a test acts while the provider "thinks". */
+  latencyMs: number;
   close(): Promise<void>;
 }
 
@@ -59,7 +61,7 @@ export async function startEnteredFake(routes: Record<string, EnteredRoute>): Pr
     const [method, path] = key.split(' ') as [string, string];
     return { method, parts: path.split('/'), handler };
   });
-  const fake: EnteredFake = { url: '', requests: [], mode: { api: 'ok' }, close: async () => {} };
+  const fake: EnteredFake = { url: '', requests: [], mode: { api: 'ok' }, latencyMs: 0, close: async () => {} };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -67,6 +69,7 @@ export async function startEnteredFake(routes: Record<string, EnteredRoute>): Pr
       const url = new URL(req.url ?? '/', 'http://127.0.0.1');
       const request: EnteredRequest = { method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
       fake.requests.push(request);
+      if (fake.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, fake.latencyMs));
       let reply: EnteredReply = { status: 404, json: { error: 'not found' } };
       if (fake.mode.api === 'down') reply = { status: 503, json: { error: 'service unavailable' } };
       else {

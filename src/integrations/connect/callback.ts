@@ -10,11 +10,12 @@ import type { Services } from '../../services.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import type { Metadata, ProviderAccount, TokenSet } from '../providers/types.ts';
-import { type ConnectSession, completeSession, findSession, grantorLost, recordSessionError, sessionStatus } from '../sessions/sessions.ts';
+import { type ConnectSession, findSession, recordSessionError } from '../sessions/sessions.ts';
 import { consumeState, findState, type StateRow, sha256 } from '../state.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { type FailurePoint, JudgedFailure, judged } from '../tokens/policy.ts';
-import { type ConnectedResult, storeConnection } from './store.ts';
+import { finishConnect, SessionUnusable, sessionUnusable } from './finish.ts';
+import type { ConnectedResult } from './store.ts';
 
 /** A callback as plain data: what the provider (or the client relaying it) sent, and what the browser carries. */
 export interface CallbackInput {
@@ -63,8 +64,8 @@ const invalidState = (reason: string) => new AppError('INVALID_OAUTH_STATE', { c
  * Completes a connect flow: claim the state (verified, bound to this browser or user, then
  * used up — committed before the exchange, so a failed exchange still burns it), check who
  * it is for (the starting user must still manage integrations; a connect session must still
- * be pending), exchange the code, validate the token, then store everything in the unit of
- * work `openWork` opens. Unusable states throw AppError; later failures throw CallbackFailure.
+ * be pending), exchange the code, validate the token, then finish the connect (finish.ts) in
+ * the unit of work `openWork` opens. Unusable states throw AppError; later failures throw CallbackFailure.
  */
 export async function completeConnect(services: Services, input: CallbackInput, openWork: OpenWork): Promise<ConnectedResult & { state: StateRow }> {
   const { state, principal } = await claimState(services, input);
@@ -92,20 +93,20 @@ export async function completeConnect(services: Services, input: CallbackInput, 
     throw fail(error);
   }
   const work = await openWork(actor);
-  const result = await storeConnection(services, work, { organizationId: state.organizationId, provider, ...connected, ...(session ? { session } : {}) });
-  // A session connects one integration: of two flows it started, the first to finish wins —
-  // and none once its minting credential lost the authority to mint it (checked again here,
-  // in the transaction that would store the integration: the flow spent time at the provider).
-  if (session && !(await completeSession(work.db, state.organizationId, session.id, result.integration.id))) {
-    throw fail(grantorLost(await findSession(work.db, state.organizationId, session.id)) ? GRANTOR_LOST() : SESSION_ENDED());
+  try {
+    return { ...(await finishConnect(services, work, { organizationId: state.organizationId, provider, ...connected, ...(session ? { session } : {}) })), state };
+  } catch (error) {
+    throw error instanceof SessionUnusable ? fail(error) : error;
   }
-  return { ...result, state };
 }
 
 /**
- * Records a failed attempt of a flow whose state was claimed, in a transaction of its own (the
- * request's was rolled back): on its connect session (which stays usable until it expires) and
- * as `integration.connect_failed`, so the product hears of it (docs/contract.md §7).
+ * Records a failed attempt of a flow whose state was claimed — an OAuth callback's or the hosted
+ * page's credential form's: on its connect session (which stays usable until it expires) and as
+ * `integration.connect_failed`, so the product hears of it (docs/contract.md §7). In a
+ * transaction of its own, the use case's second one (decision 274): the record must outlive the
+ * request's, which the failure rolls back (an error answer always does). Call it only once that
+ * rollback is done — never with a transaction open on the same database.
  */
 export async function recordFailedAttempt(services: Services, state: Pick<StateRow, 'organizationId' | 'connectSessionId' | 'provider'>, code: ErrorCode, requestId: string): Promise<void> {
   await systemUnitOfWork(services.db, services.outbox, { principal: null, requestId }, async (work) => {
@@ -132,9 +133,6 @@ function installationOf(input: CallbackInput, fail: (error: AppError) => Callbac
   return input.installationId;
 }
 
-const SESSION_ENDED = () => new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
-const GRANTOR_LOST = () => new AppError('FORBIDDEN', { message: 'The credential that created this connect session can no longer create it' });
-
 /**
  * Who a claimed state is for. A user's flow: that user must still manage integrations in
  * the organization (403 otherwise). A connect session's flow: the session, which must still
@@ -144,8 +142,8 @@ const GRANTOR_LOST = () => new AppError('FORBIDDEN', { message: 'The credential 
 async function checkStarter(services: Services, state: StateRow): Promise<ConnectSession | null> {
   if (state.connectSessionId) {
     const session = await findSession(services.db, state.organizationId, state.connectSessionId);
-    if (grantorLost(session)) throw GRANTOR_LOST();
-    if (sessionStatus(session) !== 'pending') throw SESSION_ENDED();
+    const unusable = sessionUnusable(session);
+    if (unusable) throw unusable;
     return session;
   }
   const membership = state.userId ? await membershipOf(services.db, state.organizationId, state.userId) : null;

@@ -14,13 +14,14 @@ import { AppError, type ErrorDetail } from '../../ground/errors.ts';
 import type { UnitOfWork } from '../../ground/work.ts';
 import type { Services } from '../../services.ts';
 import type { OpenWork } from '../connect/callback.ts';
-import { type ConnectedResult, storeConnection } from '../connect/store.ts';
+import { finishConnect } from '../connect/finish.ts';
+import type { ConnectedResult } from '../connect/store.ts';
 import { findIntegrationByProvider } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import { type Metadata, type MintedToken, type ProviderAccount, ProviderError } from '../providers/types.ts';
 import { HOST_LABEL } from '../providers/url-template.ts';
 import { OutboundRefused } from '../../lib/outbound.ts';
-import { type ConnectSession, completeSession } from '../sessions/sessions.ts';
+import type { ConnectSession } from '../sessions/sessions.ts';
 import { tokenSetOf } from '../tokens/mint.ts';
 import { judged } from '../tokens/policy.ts';
 
@@ -123,14 +124,14 @@ export async function verifyCredentials(services: Services, input: CredentialsIn
 }
 
 /**
- * Stores verified credentials in `work`'s transaction like a finished OAuth flow: the
- * integration created, or replaced keeping its id; a connect session completed in the same
- * transaction (409 when it ended meanwhile: the caller rolls back).
+ * Stores verified credentials in `work`'s transaction as a finished OAuth flow is stored
+ * (connect/finish.ts): the integration created, or replaced keeping its id; a connect session
+ * completed in the same transaction (`SessionUnusable` when it ended meanwhile: the caller rolls back).
  */
 export async function storeCredentials(services: Services, work: UnitOfWork, verified: VerifiedCredentials): Promise<ConnectedResult> {
   const { input, fields, account, minted, metadata } = verified;
   const { organizationId, provider, session } = input;
-  const result = await storeConnection(services, work, {
+  return finishConnect(services, work, {
     organizationId,
     provider,
     tokens: minted ? tokenSetOf(minted) : null,
@@ -139,10 +140,6 @@ export async function storeCredentials(services: Services, work: UnitOfWork, ver
     metadata,
     ...(session ? { session } : { endUser: input.endUser ?? null }),
   });
-  if (session && !(await completeSession(work.db, organizationId, session.id, result.integration.id))) {
-    throw new AppError('CONFLICT', { message: 'This connect session has already been used or has ended' });
-  }
-  return result;
 }
 
 /** Verifies entered credentials, then stores them in the unit of work `openWork` opens (only after the provider answered). */

@@ -1,12 +1,9 @@
 import { Type } from 'typebox';
-import { AppError } from '../../ground/errors.ts';
 import type { TypedFastify } from '../../http/typed.ts';
 import { requestActor } from '../../http/unit-of-work.ts';
 import type { Services } from '../../services.ts';
-import { findIntegrationByProvider } from '../integrations.ts';
-import { statusObject } from '../status.ts';
-import { withSecrets } from '../tokens/loaded.ts';
-import { EndUserQuery, member, ProviderParams, providerIdFrom } from './shared.ts';
+import { checkedStatus } from '../checked-status.ts';
+import { EndUserQuery, ProviderParams } from './shared.ts';
 
 const StatusSchema = Type.Object({
   provider: Type.String(),
@@ -36,19 +33,8 @@ export function statusRoute(app: TypedFastify, services: Services): void {
       },
     },
     async (request) => {
-      const principal = member(request);
-      const provider = providerIdFrom(request.params.provider);
-      const row = await findIntegrationByProvider(services.db, principal.organizationId, provider, request.query.endUser ?? null);
-      const configured = row ? services.providers.get(row.provider) : undefined;
-      if (!row || !configured) throw new AppError('INTEGRATION_NOT_FOUND');
-      const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
-      // Secrets are read and the provider asked only when the last validation is too old.
-      if (row.status !== 'invalid' && age > services.config.oauth.statusMaxAge * 1000) {
-        // The status route reports: it does not fail because the provider did.
-        const { loaded } = await services.lifecycle.check(await withSecrets(services, row), requestActor(request));
-        return { success: true as const, status: statusObject(loaded.row, loaded.provider.displayName) };
-      }
-      return { success: true as const, status: statusObject(row, configured.displayName) };
+      const work = { db: services.db, actor: requestActor(request) };
+      return { success: true as const, status: await checkedStatus(services, work, { provider: request.params.provider, endUserId: request.query.endUser ?? null }) };
     },
   );
 }
