@@ -100,4 +100,28 @@ describe('consumers are adapters', () => {
       expect.stringMatching(/^src\/integrations\/connect\/finish\.ts:/),
     ]);
   });
+
+  it('a verdict is carried out in one place: no caller outside policy.ts and the lifecycle reads its recheck, back-off, reschedule or serve-stale, or rechecks by itself', () => {
+    const outside = (path: string) => path !== 'src/integrations/tokens/policy.ts' && path !== 'src/integrations/tokens/lifecycle.ts';
+    expect(sites(/(\.verdict|judge\([^)]*\))\.(recheck|serveStored|reschedule)\b|\.recover\(|kind === 'rateLimited'/, outside)).toEqual([]);
+    // Backing off a provider is a pass's to do (the lifecycle knows no pass): the validation pass reads it from the verdict.
+    expect(sites(/\.backOff\b/, (path) => outside(path) && path !== 'src/integrations/validator.ts')).toEqual([]);
+  });
+
+  it('one table of words per error code: no page keeps a copy (src/web/static/error-words.js is the table)', () => {
+    const pages = (dir: string): string[] =>
+      readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() ? pages(join(dir, entry.name)) : entry.name.endsWith('.js') && entry.name !== 'error-words.js' ? [join(dir, entry.name)] : [],
+      );
+    const copies: string[] = [];
+    for (const path of [...pages('src/web/static'), 'src/web/credential-form.ts']) {
+      readFileSync(join(ROOT, path), 'utf8')
+        .split('\n')
+        .forEach((line, index) => {
+          // A code mapped to words: a `case`, an object key, or an `if (code === …) return`.
+          if (/case '[A-Z][A-Z_]+':|^\s*[A-Z][A-Z_]{2,}: [`'"]|code === '[A-Z][A-Z_]+'\) return [`'"]/.test(line)) copies.push(`${path}:${index + 1}: ${line.trim()}`);
+        });
+    }
+    expect(copies).toEqual([]);
+  });
 });

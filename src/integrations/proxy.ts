@@ -8,7 +8,7 @@ import { restIsWrite } from './providers/types.ts';
 import type { TokenLifecycle } from './tokens/lifecycle.ts';
 import type { LoadedIntegration } from './tokens/loaded.ts';
 import { presented } from './tokens/mint.ts';
-import { JudgedFailure, judge, judged } from './tokens/policy.ts';
+import { JudgedFailure, judged } from './tokens/policy.ts';
 
 /** Largest proxied answer, after decompression. */
 export const PROXY_MAX_BYTES = 10 * 1024 * 1024;
@@ -137,35 +137,37 @@ export interface ProxyDeps {
 /**
  * An API call on the caller's behalf (docs/contract.md §5), for any consumer — the REST route, an
  * MCP tool: the integration's token (refreshed if due), the call through the provider
- * transport, and what its answer means (policy.ts, point `call`): a rejection is re-read,
- * then refreshed, then retried once before it is believed (decision 37); a 403 passes through
- * after marking the integration suspicious. Failures throw judged (`toAnswer` at the edge).
+ * transport, and what its answer means (policy.ts, point `call`, carried out by
+ * `TokenLifecycle.execute`): a rejection is re-read, then refreshed, then retried once before it
+ * is believed (decision 37); a 403 passes through after marking the integration suspicious.
+ * Failures throw judged (`toAnswer` at the edge).
  */
 export async function proxyCall(deps: ProxyDeps, call: ProxyCall): Promise<ProxyAnswer> {
   const { lifecycle } = deps;
-  let loaded = await lifecycle.usable(await lifecycle.reads.loadForUse(call.organizationId, call.provider, call.endUserId), call.actor);
+  const loaded = await lifecycle.usable(await lifecycle.reads.loadForUse(call.organizationId, call.provider, call.endUserId), call.actor);
   const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
   const target = new URL(`${base}/${call.segments.map(encodeURIComponent).join('/')}${call.query}`);
   const baseUrl = new URL(base);
   // Defence in depth: whatever the path was, the call stays under the API base.
   if (target.origin !== baseUrl.origin || !`${target.pathname}/`.startsWith(`${baseUrl.pathname.replace(/\/$/, '')}/`)) throw invalidPath();
 
-  let answer = await forward(deps, loaded, target, call);
-  let failure = loaded.provider.definition.classify(toResponse(answer));
-  if (failure && judge(failure.kind, 'call').recheck === 'retry') {
-    const recovered = await lifecycle.recover(loaded, presented(loaded) ?? '', call.actor);
-    if (recovered) {
-      loaded = recovered;
-      answer = await forward(deps, loaded, target, call);
-      failure = loaded.provider.definition.classify(toResponse(answer));
-    }
-  }
-  if (failure) {
+  // The lifecycle carries out what the answer means: its recheck runs this attempt once more with a newer token.
+  const attempt = async (current: LoadedIntegration, again: boolean): Promise<ProxyAnswer> => {
+    const answer = await forward(deps, current, target, call);
+    const failure = current.provider.definition.classify(toResponse(answer));
+    if (!failure) return answer;
     const failed = new JudgedFailure(failure, 'call');
-    await lifecycle.settle(loaded.row, failed, call.actor);
-    if (failed.verdict.answer !== 'passthrough') throw failed;
-  }
-  return answer;
+    const done = await lifecycle.execute(failed, {
+      loaded: current,
+      actor: call.actor,
+      refused: { token: presented(current) ?? '' },
+      ...(again ? { again: (newer: LoadedIntegration) => attempt(newer, false) } : {}),
+    });
+    if (done.kind === 'retried') return done.value;
+    if (done.kind === 'stands' && done.goesOn) return answer;
+    throw failed;
+  };
+  return attempt(loaded, true);
 }
 
 /** One forwarded call through the provider transport: allowlisted headers, the stored credentials carried as the definition says, the proxy's size cap. */

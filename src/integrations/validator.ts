@@ -60,8 +60,8 @@ export async function claimDue(db: Db, limit: number, intervalSeconds: number, p
 /**
  * One validation pass: claim due rows in batches and give each the live check (the status
  * route's: `TokenLifecycle.check`) outside any transaction, with bounded concurrency per
- * provider, within a time budget. A provider that rate-limits us is left alone for the rest
- * of the pass; one failure never stops the others. Tokens that would expire before the next
+ * provider, within a time budget. A provider whose verdict says to back off (a rate limit) is
+ * left alone for the rest of the pass; one failure never stops the others. Tokens that would expire before the next
  * pass, or whose refresh token nears its own expiry, are refreshed instead of validated.
  */
 export async function runValidationPass(services: ValidationDeps, options: ValidationPassOptions = {}): Promise<ValidationPassResult> {
@@ -101,7 +101,8 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
               const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await loadById(services, row.organization_id, row.id));
               const { outcome } = await services.lifecycle.check(current, actor, due);
               result[outcome.kind === 'revoked' ? 'invalid' : outcome.kind === 'refreshed' ? 'valid' : outcome.kind]++;
-              if (outcome.kind === 'rateLimited') backedOff.add(provider);
+              // The verdict says when the provider is limiting us: leave it alone for the rest of the pass.
+              if ('failure' in outcome && outcome.failure.verdict.backOff) backedOff.add(provider);
             } catch (error) {
               result.errors++;
               services.logger.warn({ integrationId: row.id, provider, code: (error as { code?: string }).code }, 'background validation failed for one integration');

@@ -22,6 +22,7 @@ import type { ConfiguredProvider } from '../integrations/providers/registry.ts';
 import type { ConnectSession } from '../integrations/sessions/sessions.ts';
 import { toAnswer } from '../integrations/tokens/policy.ts';
 import type { Services } from '../services.ts';
+import { errorWords } from './static/error-words.js';
 
 /** Form field names carry this prefix, so a credential named like the nonce cannot shadow it. */
 const FIELD_PREFIX = 'credential.';
@@ -43,14 +44,9 @@ export function takesEnteredCredentials(provider: ConfiguredProvider): boolean {
   return provider.traits.connects === 'entered';
 }
 
-/** Why the form is shown again, in words a person can act on. */
+/** Why the form is shown again, in words a person can act on: the pages' one table (static/error-words.js). */
 function problemText(code: ErrorCode, provider: ConfiguredProvider): string {
-  const name = provider.displayName;
-  if (code === 'INVALID_CREDENTIALS') return `${name} did not accept these credentials. Check each field and try again.`;
-  if (code === 'INVALID_INPUT') return 'Fill in every field (without spaces or line breaks) and try again.';
-  if (code === 'PROVIDER_RATE_LIMITED') return `${name} asked us to slow down. Wait a minute and try again.`;
-  if (code === 'PROVIDER_MISCONFIGURED') return `${name} is not set up correctly for this app. Tell the app that sent you here.`;
-  return `${name} could not be reached to check these credentials. Try again in a moment.`;
+  return errorWords('form', { code }, provider.displayName);
 }
 
 /**

@@ -24,6 +24,8 @@ const STATIC_FILES = [
   { url: '/assets/ui.js', file: 'ui.js', type: 'text/javascript; charset=utf-8' },
   { url: '/assets/account.js', file: 'account.js', type: 'text/javascript; charset=utf-8' },
   { url: '/assets/outcome.js', file: 'outcome.js', type: 'text/javascript; charset=utf-8' },
+  // The words per error code of every page (the console, the invitation page; the hosted form reads it on the server).
+  { url: '/assets/error-words.js', file: 'error-words.js', type: 'text/javascript; charset=utf-8' },
   // The console's sections: one module each (app.js imports them).
   ...CONSOLE_SECTIONS.map((name) => ({ url: `/assets/sections/${name}.js`, file: `sections/${name}.js`, type: 'text/javascript; charset=utf-8' })),
   { url: '/assets/invitation.js', file: 'invitation.js', type: 'text/javascript; charset=utf-8' },

@@ -59,6 +59,37 @@ export type SettleTarget = Pick<IntegrationRow, 'organizationId' | 'provider'> &
 /** How a live validation ended: valid, or the provider's failure (its kind, and the failure with its verdict). */
 export type ValidationOutcome = { kind: 'valid' } | { kind: ProviderFailureKind; failure: JudgedFailure };
 
+/**
+ * How `execute` carries out a verdict for one caller. The recheck runs only for a caller that can
+ * try again (`again`); what it persists, only when `settle` is not false; the stored token is
+ * served only to a caller that offers to (`serveStale`).
+ */
+export interface Execution<T> {
+  /** The integration as the failed attempt used it. */
+  loaded: LoadedIntegration;
+  actor: AuditActor;
+  /** The credential the provider refused: the token presented, or the refresh token a refresh sent (the recheck looks for a newer one). */
+  refused?: { token: string } | { refreshToken: string };
+  /** The attempt once more, with the newer credential the recheck found; its own failure is the caller's to execute (without a recheck). */
+  again?: (newer: LoadedIntegration) => Promise<T>;
+  /** false: nothing is persisted and the recheck only re-reads (never refreshes) — the caller acts in a transaction of its own. */
+  settle?: boolean;
+  /** The failure was a scheduled validation's: when the next one is due, had it succeeded (a verdict that counts records it; a rate limit waits for `Retry-After`). */
+  nextValidationAt?: Date;
+  /** The caller may hand out the token `loaded` holds, if the verdict lets it and it has not expired (decisions 35, 38). */
+  serveStale?: boolean;
+}
+
+/**
+ * What carrying out a verdict came to: the attempt `retried` with a newer credential (its
+ * value); the stored token `served`; or the verdict `stands` — with the row after what it
+ * persisted (null: nothing), and whether the request goes on (`passthrough`) rather than failing.
+ */
+export type Executed<T> =
+  | { kind: 'retried'; value: T }
+  | { kind: 'served'; loaded: LoadedIntegration }
+  | { kind: 'stands'; row: IntegrationRow | null; goesOn: boolean };
+
 /** How a live check ended: validated, refreshed, or a judged failure (applied already, unless the check was asked not to settle). */
 export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' };
 
@@ -118,7 +149,10 @@ export class TokenLifecycle {
     try {
       return await this.refresh(loaded.row, actor);
     } catch (error) {
-      if (error instanceof JudgedFailure && error.verdict.serveStored && !expired()) return loaded;
+      if (!(error instanceof JudgedFailure)) throw error;
+      // The refresh has carried out what its verdict persists: all that is left is whether the stored token is served.
+      const done = await this.execute(error, { loaded, actor, settle: false, serveStale: true });
+      if (done.kind === 'served') return done.loaded;
       throw error;
     }
   }
@@ -153,13 +187,9 @@ export class TokenLifecycle {
         rotated.release();
         this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
         const failed = judged(error, 'refresh');
-        let latest = loaded;
-        if (failed.verdict.recheck === 'reread') {
-          // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won (decision 36).
-          latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
-          if (latest.secrets.refresh_token !== refreshToken) return latest;
-        }
-        await this.settle(latest.row, failed, actor);
+        // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won and its result is served (decision 36).
+        const done = await this.execute(failed, { loaded, actor, refused: { refreshToken }, again: async (latest) => latest });
+        if (done.kind === 'retried') return done.value;
         throw failed;
       }
       // The provider has already retired the old refresh token: store the new one before anything else.
@@ -207,22 +237,11 @@ export class TokenLifecycle {
       if (!(error instanceof ProviderError)) throw error;
       this.deps.metrics?.validationOutcome(loaded.provider.id, error.kind);
       const failed = new JudgedFailure(error, 'validate');
-      if (failed.verdict.recheck === 'retry' && options.recover !== false) {
-        const recovered = settle ? await this.recover(loaded, token, actor) : await this.reread(loaded, token);
-        if (recovered) return this.validate(recovered, actor, { recover: false, settle });
-      }
-      const outcome: ValidationOutcome = { kind: error.kind, failure: failed };
-      if (!settle) return { loaded, outcome };
-      if (failed.verdict.reschedule) {
-        // Not a verdict on the token: come back after the provider's Retry-After.
-        await this.deps.db
-          .update(integrations)
-          .set({ nextValidationAt: new Date(Date.now() + (error.retryAfter ?? 60) * 1000) })
-          .where(and(eq(integrations.organizationId, loaded.row.organizationId), eq(integrations.id, loaded.row.id)));
-        return { loaded, outcome };
-      }
-      const row = (await this.settle(loaded.row, failed, actor, { validated: failed.verdict.counts, nextValidationAt })) ?? loaded.row;
-      return { loaded: { ...loaded, row }, outcome };
+      const again = options.recover !== false ? (newer: LoadedIntegration) => this.validate(newer, actor, { recover: false, settle }) : undefined;
+      const done = await this.execute(failed, { loaded, actor, refused: { token }, settle, nextValidationAt, ...(again ? { again } : {}) });
+      if (done.kind === 'retried') return done.value;
+      const row = done.kind === 'stands' && done.row ? done.row : loaded.row;
+      return { loaded: { ...loaded, row }, outcome: { kind: error.kind, failure: failed } };
     }
     this.deps.metrics?.validationOutcome(loaded.provider.id, 'valid');
     if (!settle) return { loaded, outcome: { kind: 'valid' } };
@@ -230,11 +249,51 @@ export class TokenLifecycle {
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
   }
 
-  /** The stored token, when it is no longer the one the provider rejected (a rotation won meanwhile); else null. */
-  private async reread(loaded: LoadedIntegration, usedToken: string): Promise<LoadedIntegration | null> {
+  /**
+   * Carries out a verdict — the one place that does (policy.ts judges, every caller calls this):
+   * 1. its recheck, for a caller that can try again: `reread` the stored credential — a newer one
+   *    than the one refused means another refresh won meanwhile (decision 36) — or `retry`: that,
+   *    else a refresh, joining one in flight (decision 37); with a newer credential the attempt
+   *    runs once more (`again`) and its result is the caller's;
+   * 2. what it persists, unless `settle` is false: for a scheduled validation whose verdict
+   *    reschedules, only the next validation after the provider's `Retry-After`; else its
+   *    transition (a validation counted when the verdict counts), and a configuration fault's
+   *    log line;
+   * 3. whether the stored token is served (`serveStale`), else whether the request goes on.
+   * A refresh that fails during the recheck in any other way than a refusal is thrown, judged.
+   */
+  async execute<T>(failed: JudgedFailure, at: Execution<T>): Promise<Executed<T>> {
+    const { verdict } = failed;
+    const settle = at.settle !== false;
+    if (at.again && at.refused && verdict.recheck !== 'none') {
+      // A check that must not settle never refreshes: it only looks for a rotation that already happened.
+      const newer = verdict.recheck === 'retry' && settle && 'token' in at.refused ? await this.recover(at.loaded, at.refused.token, at.actor) : await this.reread(at.loaded, at.refused);
+      if (newer) return { kind: 'retried', value: await at.again(newer) };
+    }
+    let row: IntegrationRow | null = null;
+    if (settle && verdict.reschedule && at.nextValidationAt) {
+      // Not a verdict on the token: come back after the provider's Retry-After.
+      const { organizationId, id } = at.loaded.row;
+      await this.deps.db
+        .update(integrations)
+        .set({ nextValidationAt: new Date(Date.now() + (failed.failure.retryAfter ?? 60) * 1000) })
+        .where(and(eq(integrations.organizationId, organizationId), eq(integrations.id, id)));
+    } else if (settle) {
+      row = await this.settle(at.loaded.row, failed, at.actor, at.nextValidationAt ? { validated: verdict.counts, nextValidationAt: at.nextValidationAt } : {});
+    }
+    if (at.serveStale && verdict.serveStored && !expiresWithin(at.loaded.row.tokenExpiresAt, 0)) return { kind: 'served', loaded: at.loaded };
+    return { kind: 'stands', row, goesOn: verdict.answer === 'passthrough' };
+  }
+
+  /**
+   * The stored integration, when its credential is no longer the one the provider refused (a
+   * rotation won meanwhile); else null. A refresh token gone from the row counts as replaced.
+   */
+  private async reread(loaded: LoadedIntegration, refused: NonNullable<Execution<unknown>['refused']>): Promise<LoadedIntegration | null> {
     const latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
+    if ('refreshToken' in refused) return latest.secrets.refresh_token !== refused.refreshToken ? latest : null;
     const current = presented(latest);
-    return current && current !== usedToken ? latest : null;
+    return current && current !== refused.token ? latest : null;
   }
 
   /**
@@ -268,7 +327,7 @@ export class TokenLifecycle {
    * changed meanwhile, else a refresh (joining one in flight) — or null when the refresh was
    * refused too (decision 37). Any other failure of that refresh is thrown, judged.
    */
-  async recover(loaded: LoadedIntegration, usedToken: string, actor: AuditActor): Promise<LoadedIntegration | null> {
+  private async recover(loaded: LoadedIntegration, usedToken: string, actor: AuditActor): Promise<LoadedIntegration | null> {
     const latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
     const current = presented(latest);
     if (current && current !== usedToken) return latest;
@@ -321,7 +380,8 @@ export class TokenLifecycle {
     } catch (error) {
       this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
       const failed = judged(error, point);
-      await this.settle(loaded.row, failed, actor, point === 'validate' && failed.verdict.counts ? { validated: true, nextValidationAt } : {});
+      // A minted validation's schedule moves only when the provider judged the grant (a rate limit here is not rescheduled).
+      await this.execute(failed, { loaded, actor, ...(point === 'validate' && failed.verdict.counts ? { nextValidationAt } : {}) });
       throw failed;
     }
     if (!stored) return loadById(this.deps, loaded.row.organizationId, loaded.row.id);
@@ -330,10 +390,10 @@ export class TokenLifecycle {
   }
 
   /**
-   * Carries out what a verdict persists for the integration it concerns (`id` null: none, as
-   * for a first connection): its transition (with `extra`, e.g. the validation's schedule) and,
-   * for a configuration fault, a log line naming the settings to check. Returns the row after,
-   * or null when nothing was applied.
+   * What a verdict persists for the integration it concerns (`execute`'s second step; called
+   * alone where no token is in play — `id` null: none yet, as for a first connection): its
+   * transition (with `extra`, e.g. the validation's schedule) and, for a configuration fault, a
+   * log line naming the settings to check. Returns the row after, or null when nothing was applied.
    */
   async settle(target: SettleTarget, failed: JudgedFailure, actor: AuditActor, extra: Partial<Transition> = {}): Promise<IntegrationRow | null> {
     if (failed.verdict.configFault) {

@@ -19,6 +19,7 @@ type Expected = {
   reschedule?: true;
   counts?: true;
   configFault?: true;
+  backOff?: true;
 };
 
 const CONFIGURE: Expected = { status: 'warning', actions: ['configure'], answer: [502, 'PROVIDER_MISCONFIGURED'], configFault: true };
@@ -43,14 +44,14 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     revoked: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'reread' },
     misconfigured: { ...CONFIGURE, serveStored: true },
     forbidden: { status: null, answer: [409, 'TOKEN_VALIDATION_FAILED'] },
-    rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'], serveStored: true },
+    rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'], serveStored: true, backOff: true },
     transient: { status: null, answer: [502, 'PROVIDER_ERROR'], serveStored: true },
   },
   validate: {
     revoked: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'retry', counts: true },
     misconfigured: { ...CONFIGURE, serveStored: true },
     forbidden: { ...SUSPICIOUS, serveStored: true, counts: true },
-    rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'], serveStored: true, reschedule: true },
+    rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'], serveStored: true, reschedule: true, backOff: true },
     transient: { status: 'warning', actions: ['refresh', 'configure'], answer: [502, 'PROVIDER_ERROR'], serveStored: true },
   },
   call: {
@@ -130,6 +131,7 @@ describe('the failure policy', () => {
     expect(verdict.reschedule).toBe(expected.reschedule === true);
     expect(verdict.counts).toBe(expected.counts === true);
     expect(verdict.configFault).toBe(expected.configFault === true);
+    expect(verdict.backOff).toBe(expected.backOff === true);
   });
 
   it('never makes an integration invalid for rejected client credentials, nor changes a status for a rate limit', () => {

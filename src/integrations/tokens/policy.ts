@@ -4,7 +4,8 @@
  * call (connect, refresh, validation, proxy, a provider's own event) gets its verdict here:
  * the status transition, whether the stored token may still be served, what to try before
  * believing it, whether to reschedule, whether it counts as a validation, and the §2 code.
- * Callers act on the verdict's fields; the code becomes an answer at the route edge only
+ * A verdict is carried out in one place, `TokenLifecycle.execute` (its recheck, what it persists,
+ * whether the stored token is served); the code becomes an answer at the route edge only
  * (`toAnswer`).
  */
 import { AppError, type ErrorCode } from '../../ground/errors.ts';
@@ -54,7 +55,10 @@ export type FailurePoint = 'exchange' | 'connect' | 'refresh' | 'validate' | 'ca
 
 export const FAILURE_POINTS: readonly FailurePoint[] = ['exchange', 'connect', 'refresh', 'validate', 'call', 'event', 'verify'];
 
-/** What a failure does. Every field is read by the code it concerns; nobody reads `answer` back. */
+/**
+ * What a failure does: what it persists, what to try first, and what the caller gets. Carried
+ * out by `TokenLifecycle.execute`; nobody reads `answer` back.
+ */
 export interface Verdict {
   /**
    * The status transition, persisted in a unit of work of its own (it must survive an error
@@ -80,6 +84,8 @@ export interface Verdict {
   counts: boolean;
   /** This deployment's configuration is at fault: the log line names the settings to check (`configFaultMessage`). */
   configFault: boolean;
+  /** The provider is limiting us: a background pass leaves this provider alone until its next pass. */
+  backOff: boolean;
 }
 
 const invalid = (lastError: string, source: TransitionSource): Transition => ({ status: 'invalid', lastError, tokenValid: false, source });
@@ -95,6 +101,7 @@ const verdict = (answer: Verdict['answer'], rest: Partial<Verdict> = {}): Verdic
   reschedule: false,
   counts: false,
   configFault: false,
+  backOff: false,
   ...rest,
 });
 
@@ -126,7 +133,7 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.refreshRejected, 'refresh'), recheck: 'reread', dead: true }),
     misconfigured: configFault('refresh', { serveStored: true }),
     forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
-    rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true, backOff: true }),
     transient: verdict('PROVIDER_ERROR', { serveStored: true }),
   },
   validate: {
@@ -134,7 +141,7 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     misconfigured: configFault('validation', { serveStored: true }),
     // A forbidden validation is a warning, not a failed token: the token is still handed out.
     forbidden: verdict('passthrough', { transition: suspicious('validation'), serveStored: true, counts: true }),
-    rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true, reschedule: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true, reschedule: true, backOff: true }),
     transient: verdict('PROVIDER_ERROR', { transition: { status: 'warning', lastError: REASONS.unreachable, source: 'validation' }, serveStored: true }),
   },
   call: {

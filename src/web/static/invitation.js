@@ -4,6 +4,7 @@
 // invitation and accepts or declines it.
 
 import { api, graphql } from './api.js';
+import { errorWords } from './error-words.js';
 
 const ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
@@ -54,22 +55,9 @@ function complain(text) {
   ui.problem.textContent = text;
 }
 
-/** A failure in words a person can act on. */
+/** A failure in words a person can act on (the one table: error-words.js). */
 function describe(error) {
-  switch (error.code) {
-    case 'NETWORK':
-      return error.message;
-    case 'UNAUTHENTICATED':
-      return 'Your session has ended. Sign in again.';
-    case 'CSRF_INVALID':
-      return 'The security check of this page failed. Reload the page and try again.';
-    case 'RATE_LIMITED':
-      return 'Too many attempts. Wait a minute and try again.';
-    case 'INTERNAL':
-      return `Something went wrong inside Tessera.${error.requestId ? ` Reference: ${error.requestId}.` : ''}`;
-    default:
-      return error.message ? `${error.message}.`.replace(/\.\.$/, '.') : 'Something went wrong.';
-  }
+  return errorWords('invitation', error);
 }
 
 function showSignIn() {

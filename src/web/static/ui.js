@@ -2,6 +2,8 @@
 // busy buttons, confirmations, errors in words, times, lists that page, and a secret shown once.
 // Every section module builds its view with these, so they look and behave alike.
 
+import { errorWords } from './error-words.js';
+
 const el = (id) => document.getElementById(id);
 const notice = () => el('notice');
 const problem = () => el('problem');
@@ -69,51 +71,9 @@ export function formatTime(iso) {
 /** A `<time>` element showing `iso` in the reader's words. */
 export const time = (iso) => h('time', { datetime: iso, text: formatTime(iso) });
 
-function seconds(value, fallback) {
-  const n = Number.parseInt(value ?? '', 10);
-  return Number.isFinite(n) && n > 0 ? n : fallback;
-}
-
-/** An API failure in words a person can act on; `name` is the provider's display name, when one is concerned. */
-export function describeError(error, name = 'The provider') {
-  switch (error.code) {
-    case 'NETWORK':
-      return error.message;
-    case 'UNAUTHENTICATED':
-      return 'Your session has ended. Sign in again.';
-    case 'CSRF_INVALID':
-      return error.message === 'Origin not allowed'
-        ? `Tessera does not accept requests from ${location.origin}. Open this page at the address Tessera is configured with (PUBLIC_URL).`
-        : 'The security check of this page failed. Reload the page and try again.';
-    case 'FORBIDDEN':
-      return error.message && error.message !== 'Forbidden'
-        ? `${error.message}.`.replace(/\.\.$/, '.')
-        : 'You are not allowed to do that here. Owners and admins of the organization can.';
-    case 'RATE_LIMITED':
-      return `Too many requests. Wait ${seconds(error.retryAfter, 60)} seconds and try again.`;
-    case 'PROVIDER_RATE_LIMITED':
-      return `${name} is limiting requests right now. Try again in ${seconds(error.retryAfter, 60)} seconds.`;
-    case 'PROVIDER_ERROR':
-      return `${name} could not be reached or answered badly. Try again in a moment.`;
-    case 'TOKEN_VALIDATION_FAILED':
-      return `${name} no longer accepts this connection. Reconnect ${name} to restore it.`;
-    case 'INTEGRATION_NOT_FOUND':
-      return 'That integration no longer exists. The list has been updated.';
-    case 'INVALID_REDIRECT_URI':
-      return `Tessera does not accept that address to come back to. Use an address at ${location.origin} (PUBLIC_URL) or one listed in OAUTH_REDIRECT_ORIGINS.`;
-    case 'PROVIDER_NOT_CONFIGURED':
-      return `${name === 'The provider' ? 'That provider' : name} is not configured on this Tessera.`;
-    case 'NOT_FOUND':
-      return 'That no longer exists. The list has been updated.';
-    case 'CONFLICT':
-      return error.message && error.message !== 'Conflict' ? `${error.message}.`.replace(/\.\.$/, '.') : 'That changed in the meantime. The list has been updated.';
-    case 'INVALID_INPUT':
-      return error.message && error.message !== 'Invalid input' ? `${error.message}.`.replace(/\.\.$/, '.') : 'Some of what you entered is not valid. Check it and try again.';
-    case 'INTERNAL':
-      return `Something went wrong inside Tessera.${error.requestId ? ` Reference: ${error.requestId}.` : ''}`;
-    default:
-      return error.message || 'Something went wrong.';
-  }
+/** An API failure in words a person can act on (the one table: error-words.js); `name` is the provider's display name, when one is concerned. */
+export function describeError(error, name) {
+  return errorWords('console', error, name);
 }
 
 // ---------------------------------------------------------------- controls
