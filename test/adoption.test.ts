@@ -94,3 +94,32 @@ describe('a generated client calling the proxy', () => {
     }
   });
 });
+
+describe("the console's audit log", () => {
+  it('has words for every action Tessera records, and makes any other readable instead of showing its name', async () => {
+    const { readFileSync, readdirSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const root = join(import.meta.dirname, '../src');
+    const recorded = new Set<string>();
+    const walk = (dir: string): void => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) walk(path);
+        else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) {
+          for (const match of readFileSync(path, 'utf8').matchAll(/action: (?:sql`)?'([a-z_]+\.[a-z_]+)'/g)) recorded.add(match[1] as string);
+        }
+      }
+    };
+    walk(root);
+    expect(recorded.size).toBeGreaterThan(20);
+    const { actionWords } = (await import('../src/web/static/sections/audit.js')) as { actionWords(action: string): string };
+    // Each is in the list the filter offers, with its own words.
+    const listed = readFileSync(join(root, 'web/static/sections/audit.js'), 'utf8');
+    for (const action of recorded) expect(listed, action).toContain(`['${action}', `);
+    for (const action of recorded) expect(actionWords(action), action).not.toMatch(/[._]/);
+    expect(actionWords('service_token.created')).toBe('Service token created');
+    expect(actionWords('integration.deleted')).toBe('Integration deleted');
+    // One Tessera adds later reads as words too, never as its raw name.
+    expect(actionWords('webhook_endpoint.secret_rotated')).toBe('Webhook endpoint: secret rotated');
+  });
+});

@@ -229,6 +229,8 @@ describe('the integrations page', () => {
     await page.getByRole('button', { name: 'Refresh token for GitHub' }).focus();
     await page.keyboard.press('Enter');
     await waitForNotice(page, 'GitHub token refreshed.');
+    // The card says so too, where the person looks.
+    await expect.poll(() => card(page, 'github').locator('.refreshed').textContent()).toMatch(/^Token refreshed at \d/);
     expect(await page.evaluate('document.activeElement?.dataset.focusKey')).toBe('refresh:github');
     expect(gh.stats.refreshes).toBeGreaterThan(refreshesBefore);
     await waitForBadge(page, 'github', 'Connected');

@@ -22,10 +22,17 @@ const ACTIONS = [
   ['member.removed', 'Member removed'],
   ['api_token.created', 'API token created'],
   ['api_token.revoked', 'API token revoked'],
+  ['personal_access_token.created', 'Personal access token created'],
+  ['personal_access_token.revoked', 'Personal access token revoked'],
+  ['service_token.created', 'Service token created'],
+  ['service_token.revoked', 'Service token revoked'],
+  ['user.registered', 'Registered'],
   ['session.created', 'Signed in'],
   ['session.revoked', 'Signed out'],
   ['organization.created', 'Organization created'],
   ['organization.renamed', 'Organization renamed'],
+  ['organization.external_id_changed', "Product's key changed"],
+  ['organization.deleted', 'Organization offboarded'],
   ['organization.switched', 'Switched organization'],
   ['impersonation.request', 'Request while impersonating'],
   ['service_token.request', 'Service token request'],
@@ -37,6 +44,15 @@ const ACTIONS = [
   ['mcp.tool_call', 'Agent tool call'],
 ];
 const ACTION_WORDS = new Map(ACTIONS);
+
+/** An action in words: the list's, else its name made readable (`thing.did_this` → "Thing: did this"), never the raw name. */
+export function actionWords(action) {
+  const known = ACTION_WORDS.get(action);
+  if (known) return known;
+  const [subject = '', verb = ''] = action.split('.');
+  const words = (text) => text.replaceAll('_', ' ');
+  return `${words(subject).charAt(0).toUpperCase()}${words(subject).slice(1)}${verb ? `: ${words(verb)}` : ''}`;
+}
 const FIELDS = 'id action actorUserId impersonatorUserId credentialKind credentialId targetType targetId requestId detail createdAt';
 const CREDENTIALS = { jwt: 'a signed-in session', pat: 'a personal access token', api_token: 'an API token', service_token: 'a service token', capability: 'an agent capability' };
 
@@ -139,7 +155,13 @@ class AuditView {
 
   target(entry) {
     if (!entry.targetType) return null;
-    if (entry.targetType === 'integration') return this.integrations.get(entry.targetId) ?? `integration ${entry.targetId}`;
+    if (entry.targetType === 'integration') {
+      const known = this.integrations.get(entry.targetId);
+      if (known) return known;
+      // Gone since (deleted): named by the provider the row recorded, not by an id nobody reads.
+      const provider = parsedDetail(entry.detail).provider;
+      return typeof provider === 'string' ? `${this.ctx.providerName(provider)} (an integration since deleted)` : 'An integration since deleted';
+    }
     return `${entry.targetType.replaceAll('_', ' ')} ${entry.targetId ?? ''}`.trim();
   }
 
@@ -159,7 +181,7 @@ class AuditView {
           h(
             'li',
             { class: 'row', 'data-action': entry.action },
-            h('p', { class: 'row-title' }, h('strong', { text: ACTION_WORDS.get(entry.action) ?? entry.action }), ' ', time(entry.createdAt)),
+            h('p', { class: 'row-title' }, h('strong', { text: actionWords(entry.action) }), ' ', time(entry.createdAt)),
             facts([
               ['By', this.who(entry)],
               ['Impersonated by', entry.impersonatorUserId ? (this.people.get(entry.impersonatorUserId) ?? entry.impersonatorUserId) : null],
@@ -171,6 +193,16 @@ class AuditView {
       }),
     );
     refocus(this.listBlock, key);
+  }
+}
+
+/** A row's detail as an object ({} when it is not one). */
+function parsedDetail(json) {
+  try {
+    const detail = JSON.parse(json);
+    return detail && typeof detail === 'object' ? detail : {};
+  } catch {
+    return {};
   }
 }
 

@@ -59,6 +59,8 @@ class IntegrationsView {
     this.statuses = new Map();
     /** integration id → error text when its status could not be fetched */
     this.statusErrors = new Map();
+    /** integration id → when this page last refreshed its token (the answer never carries the token) */
+    this.refreshedAt = new Map();
     this.generation = 0;
     this.reloadButton = h('button', { type: 'button', id: 'reload', onclick: () => this.reload() }, 'Refresh status');
     this.updated = h('p', { id: 'updated', class: 'muted' });
@@ -197,6 +199,7 @@ class IntegrationsView {
         h('p', { class: 'integration-name', text: integration.name }),
         integration.connectedVia && !integration.endUser ? h('p', { class: 'connected-via', text: 'Connected through a connect link' }) : null,
         message,
+        this.refreshedAt.has(integration.id) ? h('p', { class: 'refreshed muted', text: `Token refreshed at ${this.refreshedAt.get(integration.id).toLocaleTimeString()}` }) : null,
         actions.has('configure') ? h('p', { class: 'hint', text: `If this persists, check the app's permissions and configuration at ${name}.` }) : null,
         facts([
           ['End user', integration.endUser ? `${integration.endUser.id}${integration.endUser.email ? ` (${integration.endUser.email})` : ''}` : null],
@@ -281,6 +284,7 @@ class IntegrationsView {
       async () => {
         clearMessages();
         const answer = await this.ctx.api('POST', `/v1/integrations/${encodeURIComponent(integration.provider)}/refresh${query(integration)}`);
+        this.refreshedAt.set(integration.id, new Date());
         await this.load();
         say(`${answer.message}.`);
       },
