@@ -269,13 +269,13 @@ export function credentialKind(kind: string): CredentialKindRow | null {
   return Object.hasOwn(CREDENTIAL_KINDS, kind) ? CREDENTIAL_KINDS[kind as Kind] : null;
 }
 
+const PREFIXED_KINDS = KINDS.filter((kind): kind is PrefixedKind => CREDENTIAL_KINDS[kind].prefix !== null);
+
 /** The kind a bearer value's prefix names; null: none (a session JWT, or garbage the JWT check refuses). */
 export function kindOfToken(token: string): PrefixedKind | null {
   for (const kind of PREFIXED_KINDS) if (token.startsWith(CREDENTIAL_KINDS[kind].prefix)) return kind;
   return null;
 }
-
-const PREFIXED_KINDS = KINDS.filter((kind): kind is PrefixedKind => CREDENTIAL_KINDS[kind].prefix !== null);
 
 /** The caller acts for the deployment, outside organizations (`actsForDeployment`). */
 export function actsForDeployment(principal: Principal | null | undefined): boolean {
@@ -296,7 +296,7 @@ export function mayUseField(kind: Kind, field: string): boolean {
   return fields === null || fields.has(field);
 }
 
-/** Whether every kind may use `field` (then no per-request guard is needed for its reads). */
+/** Whether every kind may use `field` (then no per-request guard is needed for its reads; a capability's empty list keeps every field guarded). */
 export function fieldOpenToAll(field: string): boolean {
   return KINDS.every((kind) => mayUseField(kind, field));
 }

@@ -84,8 +84,8 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
         return;
       }
       let principal = await authenticate(deps, request);
-      // A token's hash is what this process remembers of it (and an API token's rate key).
-      const hash = principal.kind === 'jwt' ? '' : hashToken(bearerToken(request) ?? '');
+      // A token the deferred path takes (one that records its use) is remembered by its hash, which is also an API token's rate key.
+      const hash = CREDENTIAL_KINDS[principal.kind].deferred?.touch ? hashToken(bearerToken(request) ?? '') : '';
       // A capability counts against its subject (docs/contract.md §4): minting more never buys capacity.
       request.ctx.credentialKey = principal.capability?.rateKey ?? rateKey(principal.kind, { userId: principal.userId, credentialId: principal.credentialId, hash });
       // Remembered for the deferred path (each deferrable token kind keeps its own); a service token acting in no organization never is.
