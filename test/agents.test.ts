@@ -107,6 +107,23 @@ describe('minting a capability', () => {
     expect((await exchange(service, 'integrations:github:read')).json().error).toBe('invalid_request');
   });
 
+  it("checks a service token subject with authentication's own check: its use is recorded, and only the minting is audited (decision 263)", async () => {
+    await t.database.db.execute(sql`UPDATE users SET system_admin = true WHERE id = ${owner.userId}`);
+    const service = (await gql(owner.token, 'mutation { createServiceToken(name: "subject") { token } }')).createServiceToken.token;
+    await t.database.db.execute(sql`UPDATE users SET system_admin = false WHERE id = ${owner.userId}`);
+    const used = () => queryRows<{ id: string; last_used_at: Date | null }>(t.database.db, sql`SELECT id, last_used_at FROM service_tokens WHERE token_hash = ${hashToken(service)}`);
+    const [unused] = await used();
+    expect(unused?.last_used_at).toBeNull();
+    await mint(service, 'integrations:github:read', { organization: owner.organizationId, agent: 'recorded' });
+    const [row] = await used();
+    expect(row?.last_used_at).not.toBeNull();
+    const audited = await queryRows<{ action: string }>(
+      t.database.db,
+      sql`SELECT action FROM audit_logs WHERE credential_kind = 'service_token' AND credential_id = ${row?.id ?? ''} ORDER BY id`,
+    );
+    expect(audited.map((entry) => entry.action)).toEqual(['capability.created']);
+  });
+
   it('answers each refusal in RFC 6749 §5.2 shape', async () => {
     const revokedToken = (await gql(owner.token, 'mutation { createAPIToken(name: "gone") { id token } }')).createAPIToken;
     await gql(owner.token, `mutation { revokeAPIToken(id: "${revokedToken.id}") { id } }`);

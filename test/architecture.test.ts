@@ -124,4 +124,14 @@ describe('consumers are adapters', () => {
     }
     expect(copies).toEqual([]);
   });
+
+  it('a credential kind is a row of identity/credential-kinds.ts: no service_token literal outside it and the schema, no kind switched on by name', () => {
+    const outsideTable = (path: string) => path !== 'src/identity/credential-kinds.ts' && !/^src\/db\/schema[^/]*\.ts$/.test(path);
+    expect(sites(/'service_token'/, outsideTable)).toEqual([]);
+    // The kinds with a prefix are asked for their traits (what they may do), never compared by name.
+    expect(sites(/\bkind\s*[!=]==?\s*'(pat|api_token|service_token|capability)'/, outsideTable)).toEqual([]);
+    expect(sites(/\bWHEN\s+'(jwt|pat|api_token|service_token|capability)'/, outsideTable)).toEqual([]);
+    // The credential kind type is the table's keys, not a list of literals written again.
+    expect(sites(/CredentialKind\s*=\s*'/)).toEqual([]);
+  });
 });

@@ -6,13 +6,16 @@
  */
 import { and, eq, inArray, isNull } from 'drizzle-orm';
 import { recordAudit } from '../audit/audit.ts';
-import { type Db, queryRows, sql } from '../db/client.ts';
+import type { Db } from '../db/client.ts';
 import { agentCapabilities, integrations } from '../db/schema.ts';
-import type { Principal, Role } from '../ground/principal.ts';
+import { AppError } from '../ground/errors.ts';
+import type { Principal } from '../ground/principal.ts';
+import type { AuditActor, Work } from '../ground/work.ts';
+import { checkToken } from '../identity/authenticate.ts';
 import { roleAtLeast } from '../identity/authorize.ts';
-import { CALLER_CHECK, PAT_CHECK } from '../identity/caller-check.ts';
 import { CAPABILITY_SCOPE, providersOf } from '../identity/capabilities.ts';
-import { API_TOKEN_PREFIX, CAPABILITY_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX } from '../identity/credentials.ts';
+import { CREDENTIAL_KINDS, KIND, kindOfToken } from '../identity/credential-kinds.ts';
+import { CAPABILITY_PREFIX, hashToken, newOpaqueToken } from '../identity/credentials.ts';
 import { endUserKey } from '../integrations/integrations.ts';
 import type { ProviderRegistry } from '../integrations/providers/registry.ts';
 import { newId, PRODUCT_ID, ULID } from '../lib/ids.ts';
@@ -45,15 +48,6 @@ export interface Minted {
   token_type: 'Bearer';
   expires_in: number;
   scope: string;
-}
-
-/** The subject credential, checked: who it is and what it may do in the organization. */
-interface Subject {
-  kind: 'api_token' | 'pat' | 'service_token';
-  id: string;
-  userId: string | null;
-  organizationId: string;
-  role: Role;
 }
 
 /** What minting uses. */
@@ -100,35 +94,27 @@ function readRequest(params: ExchangeParams, mcpResource: string): Request {
 
 const INVALID_SUBJECT = 'The subject token is invalid, expired or revoked';
 
-/** The subject credential as the authentication step would take it, with the organization it mints for; `invalid_request` otherwise. */
-async function checkSubject(db: Db, token: string, organization: string | undefined): Promise<Subject> {
-  const hash = hashToken(token);
-  if (token.startsWith(API_TOKEN_PREFIX)) {
-    const [row] = await CALLER_CHECK.api_token.rows(db, { hash });
-    if (!row?.caller_active || !row.caller_organization_id || !row.caller_credential_id) throw new OAuthError('invalid_request', INVALID_SUBJECT);
-    if (organization !== undefined && organization !== row.caller_organization_id) throw new OAuthError('invalid_request', 'An API token mints only for its own organization');
-    return { kind: 'api_token', id: row.caller_credential_id, userId: null, organizationId: row.caller_organization_id, role: 'admin' };
+/**
+ * The subject credential as the authentication step takes it — the same check of its kind
+ * (identity/authenticate.ts `checkToken`), its use recorded as any use is — acting in the
+ * organization it mints for; `invalid_request` otherwise, saying what the check said. Only
+ * the kinds whose row takes them as a subject are: a capability cannot be exchanged for
+ * another (delegation stops at one step), a session JWT is no access token.
+ */
+async function checkSubject(db: Db, token: string, organization: string | undefined, requestId: string): Promise<Principal> {
+  const kind = kindOfToken(token);
+  const row = kind === null ? null : CREDENTIAL_KINDS[kind];
+  if (row?.subject == null) throw new OAuthError('invalid_request', row?.delegated ? 'A capability cannot be exchanged' : INVALID_SUBJECT);
+  if (row.subject === 'named' && organization === undefined) throw new OAuthError('invalid_request', `A ${row.title} needs organization=<id>`);
+  try {
+    const checked = checkToken(db, token, { wanted: () => organization ?? null, method: 'POST', route: undefined, requestId, impersonating: false, purpose: 'exchange' });
+    if (checked === null) throw new OAuthError('invalid_request', INVALID_SUBJECT);
+    return await checked;
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error;
+    // 401: the token is no good; 403: it does not act in that organization; 404: there is none with that id.
+    throw new OAuthError('invalid_request', error.code === 'UNAUTHENTICATED' ? INVALID_SUBJECT : error.message);
   }
-  if (token.startsWith(PAT_PREFIX)) {
-    if (organization === undefined) throw new OAuthError('invalid_request', 'A personal access token needs organization=<id>');
-    const [row] = await PAT_CHECK.rows(db, { wanted: organization, hash });
-    if (!row?.caller_active || !row.caller_credential_id || !row.caller_user_id) throw new OAuthError('invalid_request', INVALID_SUBJECT);
-    if (!row.organization_ids.includes(organization) || !row.caller_role) throw new OAuthError('invalid_request', 'The subject token does not act in that organization');
-    return { kind: 'pat', id: row.caller_credential_id, userId: row.caller_user_id, organizationId: organization, role: row.caller_role };
-  }
-  if (token.startsWith(SERVICE_TOKEN_PREFIX)) {
-    if (organization === undefined) throw new OAuthError('invalid_request', 'A service token needs organization=<id>');
-    const [row] = await queryRows<{ id: string; known: boolean }>(
-      db,
-      sql`SELECT s.id, EXISTS (SELECT 1 FROM organizations o WHERE o.id = ${organization}) AS known FROM service_tokens s
-          WHERE s.token_hash = ${hash} AND s.revoked_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > now())`,
-    );
-    if (!row) throw new OAuthError('invalid_request', INVALID_SUBJECT);
-    if (!row.known) throw new OAuthError('invalid_request', 'No such organization');
-    return { kind: 'service_token', id: row.id, userId: null, organizationId: organization, role: 'admin' };
-  }
-  // A capability cannot be exchanged for another: delegation stops at one step.
-  throw new OAuthError('invalid_request', token.startsWith(CAPABILITY_PREFIX) ? 'A capability cannot be exchanged' : INVALID_SUBJECT);
 }
 
 /**
@@ -136,7 +122,7 @@ async function checkSubject(db: Db, token: string, organization: string | undefi
  * `end_user`, that end user's integration), and the subject may do what the scopes ask: a
  * member's PAT reads only (docs/contract.md §3), an owner's, an admin's, an API or service token writes too.
  */
-async function checkScopes(deps: ExchangeDeps, subject: Subject, request: Request): Promise<void> {
+async function checkScopes(deps: ExchangeDeps, subject: Principal, request: Request): Promise<void> {
   const wanted = providersOf(request.scopes);
   const unknown = [...wanted.keys()].find((provider) => !deps.providers.get(provider));
   if (unknown !== undefined) throw new OAuthError('invalid_scope', `Provider ${unknown} is not configured`);
@@ -158,19 +144,21 @@ async function checkScopes(deps: ExchangeDeps, subject: Subject, request: Reques
 }
 
 /**
- * The token exchange: checks the request and its subject, stores the capability (its hash only)
- * and the audit row of its minting with `work` (the request's transaction), and answers the value once.
+ * The token exchange: checks the request and its subject, then — in the unit of work `open`
+ * opens acting as the subject (the request's transaction, opened only now: the checks read
+ * outside it) — stores the capability (its hash only) and the audit row of its minting, and
+ * answers the value once.
  */
-export async function mintCapability(deps: ExchangeDeps, work: () => Promise<{ db: Db; requestId: string }>, params: ExchangeParams): Promise<Minted> {
+export async function mintCapability(deps: ExchangeDeps, open: (actor: AuditActor) => Promise<Work>, params: ExchangeParams, requestId: string): Promise<Minted> {
   const request = readRequest(params, deps.mcpResource);
-  const subject = await checkSubject(deps.db, params.subject_token ?? '', params.organization);
+  const subject = await checkSubject(deps.db, params.subject_token ?? '', params.organization, requestId);
   await checkScopes(deps, subject, request);
   // The scope as granted: one scope per provider, the wider one when both were asked.
   const scopes = [...providersOf(request.scopes)].map(([provider, access]) => `integrations:${provider}:${access}`);
   const token = newOpaqueToken(CAPABILITY_PREFIX);
   const id = newId();
-  const { db, requestId } = await work();
-  await db.insert(agentCapabilities).values({
+  const work = await open({ principal: subject, requestId });
+  await work.db.insert(agentCapabilities).values({
     organizationId: subject.organizationId,
     id,
     tokenHash: hashToken(token),
@@ -178,29 +166,28 @@ export async function mintCapability(deps: ExchangeDeps, work: () => Promise<{ d
     scopes,
     endUserId: request.endUserId,
     subjectKind: subject.kind,
-    subjectId: subject.id,
+    subjectId: subject.credentialId,
     subjectUserId: subject.userId,
     expiresAt: new Date(Date.now() + request.expiresIn * 1000),
   });
-  const principal: Principal = { kind: subject.kind, userId: subject.userId, organizationId: subject.organizationId, role: subject.role, credentialId: subject.id, systemAdmin: false, viaCookie: false };
-  await recordAudit(db, { principal, requestId }, {
+  await recordAudit(work.db, work.actor, {
     organizationId: subject.organizationId,
     action: 'capability.created',
-    targetType: 'capability',
+    targetType: KIND.capability,
     targetId: id,
     detail: { agent: request.agent, scopes, endUser: request.endUserId, expiresIn: request.expiresIn },
   });
   return { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: request.expiresIn, scope: scopes.join(' ') };
 }
 
-/** RFC 7009: ends a live capability early, with the audit row of it; anything else (unknown, already dead, not a capability) changes nothing. */
-export async function revokeCapability(db: Db, token: string, requestId: string): Promise<void> {
-  if (!token.startsWith(CAPABILITY_PREFIX)) return;
-  const [row] = await db
+/** RFC 7009: ends a live capability early, with the audit row of it (`work`'s actor: nobody, holding the value is enough); anything else (unknown, already dead, not a capability) changes nothing. */
+export async function revokeCapability(work: Work, token: string): Promise<void> {
+  if (kindOfToken(token) !== KIND.capability) return;
+  const [row] = await work.db
     .update(agentCapabilities)
     .set({ revokedAt: new Date() })
     .where(and(eq(agentCapabilities.tokenHash, hashToken(token)), isNull(agentCapabilities.revokedAt)))
     .returning({ organizationId: agentCapabilities.organizationId, id: agentCapabilities.id, agent: agentCapabilities.agent });
   if (!row) return;
-  await recordAudit(db, { principal: null, requestId }, { organizationId: row.organizationId, action: 'capability.revoked', targetType: 'capability', targetId: row.id, detail: { agent: row.agent } });
+  await recordAudit(work.db, work.actor, { organizationId: row.organizationId, action: 'capability.revoked', targetType: KIND.capability, targetId: row.id, detail: { agent: row.agent } });
 }

@@ -17,6 +17,7 @@ import { requestActor } from '../http/unit-of-work.ts';
 import type { Services } from '../services.ts';
 import { agentUrls } from './oauth-routes.ts';
 import { callTool, listTools, type ToolCaller } from './tools.ts';
+import { CREDENTIAL_KINDS } from '../identity/credential-kinds.ts';
 
 /**
  * What a JSON-RPC batch gets (docs/contract.md §9): the protocol versions this route speaks have
@@ -32,7 +33,7 @@ const PASSED_HEADERS = ['content-type', 'mcp-protocol-version'];
 function mcpCaller(request: FastifyRequest): Principal {
   const principal = request.ctx.principal;
   if (!principal) throw new AppError('UNAUTHENTICATED');
-  if (principal.kind !== 'capability' && principal.kind !== 'api_token') throw new AppError('FORBIDDEN', { message: 'The MCP endpoint takes an agent capability or an API token' });
+  if (!CREDENTIAL_KINDS[principal.kind].mcp) throw new AppError('FORBIDDEN', { message: 'The MCP endpoint takes an agent capability or an API token' });
   return principal;
 }
 

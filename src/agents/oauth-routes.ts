@@ -8,6 +8,7 @@ import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { utf8Body } from '../http/json-limits.ts';
 import type { TypedFastify } from '../http/typed.ts';
+import { unitOfWork, unitOfWorkAs } from '../http/unit-of-work.ts';
 import type { Services } from '../services.ts';
 import { ACCESS_TOKEN_TYPE, type ExchangeParams, LIFETIME, mintCapability, OAuthError, revokeCapability, TOKEN_EXCHANGE } from './exchange.ts';
 
@@ -114,8 +115,7 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
       },
       async (request, reply) => {
         try {
-          const work = async () => ({ db: await request.ctx.tx(), requestId: request.id });
-          return await mintCapability({ db: services.db, providers: services.providers, mcpResource: urls.mcp }, work, formParams(request));
+          return await mintCapability({ db: services.db, providers: services.providers, mcpResource: urls.mcp }, unitOfWorkAs(request, services), formParams(request), request.id);
         } catch (error) {
           return refusal(error, reply);
         }
@@ -139,7 +139,7 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
         try {
           const { token } = formParams(request);
           if (!token) throw new OAuthError('invalid_request', 'token is required');
-          await revokeCapability(await request.ctx.tx(), token, request.id);
+          await revokeCapability(await unitOfWork(request, services), token);
           return {};
         } catch (error) {
           return refusal(error, reply);

@@ -4,7 +4,7 @@ import { type AuditRow, listAudit } from '../audit/audit.ts';
 import type { ConnectedVia, EndUser } from '../db/schema.ts';
 import { AppError } from '../ground/errors.ts';
 import { requireRole } from '../identity/authorize.ts';
-import { SERVICE_TOKEN_FIELDS } from '../identity/service-token-rights.ts';
+import { CREDENTIAL_KINDS, fieldOpenToAll, mayUseField } from '../identity/credential-kinds.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';
 import { deleteIntegration } from '../integrations/delete.ts';
 import { configuredRow } from '../integrations/tokens/loaded.ts';
@@ -225,13 +225,13 @@ function guardRootFields(built: GraphQLSchema): GraphQLSchema {
   const mutations = built.getMutationType();
   for (const type of [built.getQueryType(), mutations]) {
     for (const field of Object.values(type?.getFields() ?? {})) {
-      const serviceTokens = SERVICE_TOKEN_FIELDS.has(field.name);
+      const open = fieldOpenToAll(field.name);
       const write = type === mutations;
-      if (serviceTokens && !write) continue;
+      if (open && !write) continue;
       const resolve = field.resolve ?? defaultFieldResolver;
       field.resolve = (root, args, ctx: GraphQLContext, info) => {
         const principal = ctx.request.ctx.principal;
-        if (!serviceTokens && principal?.kind === 'service_token') throw new AppError('FORBIDDEN', { message: 'Service tokens cannot do this' });
+        if (principal && !mayUseField(principal.kind, field.name)) throw new AppError('FORBIDDEN', { message: CREDENTIAL_KINDS[principal.kind].refused ?? 'Forbidden' });
         if (write && principal?.entered) throw new AppError('FORBIDDEN', { message: 'A system administrator who entered an organization only reads there' });
         return resolve(root, args, ctx, info);
       };

@@ -1,6 +1,9 @@
 /** Who calls: the principal the authentication step establishes, in the words every room shares. */
+import type { CREDENTIAL_KINDS } from '../identity/credential-kinds.ts';
+
 export type Role = 'owner' | 'admin' | 'member';
-export type CredentialKind = 'jwt' | 'pat' | 'api_token' | 'service_token' | 'capability';
+/** A credential kind: a row of identity's table (decision 261), named here only as a type. */
+export type CredentialKind = keyof typeof CREDENTIAL_KINDS;
 
 /** An agent capability's narrowing (docs/contract.md §9): what the `capability` credential kind may reach, and on whose authority. */
 export interface CapabilityGrant {

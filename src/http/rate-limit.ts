@@ -23,8 +23,11 @@ export interface RateLimiter {
 
 const noop: Limit = async () => {};
 
-/** How a service token's `credentialKey` starts: it counts against RATE_LIMIT_SERVICE_MAX instead of RATE_LIMIT_MAX. */
-export const SERVICE_TOKEN_KEY = 'service_token:';
+/**
+ * How a `credentialKey` in the service budget starts: it counts against RATE_LIMIT_SERVICE_MAX
+ * instead of RATE_LIMIT_MAX. Which credentials have it is their kind's row (identity/credential-kinds.ts).
+ */
+export const SERVICE_BUDGET_KEY = 'service:';
 
 /**
  * @fastify/rate-limit's handlers, invoked by the pipeline at step 9 rather than as
@@ -60,7 +63,7 @@ export async function createRateLimiter(
   const byServiceToken = await limiter((request) => `cred:${request.ctx?.credentialKey ?? ''}`, options.serviceMax ?? options.max * 10);
   const byOrganization = await limiter((request) => `org:${request.ctx?.organizationKey ?? ''}`, options.organizationMax);
   const check: Limit = async (request, reply) => {
-    await (request.ctx?.credentialKey?.startsWith(SERVICE_TOKEN_KEY) ? byServiceToken : byCredential)(request, reply);
+    await (request.ctx?.credentialKey?.startsWith(SERVICE_BUDGET_KEY) ? byServiceToken : byCredential)(request, reply);
     if (request.ctx?.organizationKey) await byOrganization(request, reply);
   };
   // Per e-mail *and* address: a flood of wrong passwords for one e-mail from elsewhere never

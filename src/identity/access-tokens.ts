@@ -8,6 +8,7 @@ import { checkName } from '../ground/names.ts';
 import type { Work } from '../ground/work.ts';
 import { getOrganization, membershipOf } from '../organizations/organizations.ts';
 import { requireRole, requireSessionUser, roleAtLeast } from './authorize.ts';
+import { actsForDeployment } from './credential-kinds.ts';
 import { API_TOKEN_PREFIX, hashToken, newOpaqueToken, PAT_PREFIX } from './credentials.ts';
 
 /** A token as listed: never its value. */
@@ -148,7 +149,7 @@ export async function createApiToken(work: Work, input: { name: string; expiresA
 /** Who may create an API token for `wanted` (default: where the caller acts), and for which organization. */
 async function apiTokenCreator(work: Work, wanted: string | null | undefined): Promise<{ organizationId: string; userId: string | null }> {
   const principal = work.actor.principal;
-  if (principal?.kind === 'service_token') {
+  if (principal && actsForDeployment(principal)) {
     const organizationId = wanted ?? principal.organizationId;
     if (organizationId !== principal.organizationId && !(await getOrganization(work.db, organizationId))) throw new AppError('NOT_FOUND', { message: 'No such organization' });
     return { organizationId, userId: null };

@@ -10,10 +10,12 @@ import type { Db } from '../db/client.ts';
 import type { Principal } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
 import { remember } from '../lib/bounded.ts';
-import { checkCredential, type DeferredCredential, PAT_CHECK, principalFromCaller } from './caller-check.ts';
+import { checkCredential, PAT_CHECK, principalFromCaller } from './caller-check.ts';
 import { checkCapability } from './capabilities.ts';
-import { API_TOKEN_PREFIX, CAPABILITY_PREFIX, hashToken, PAT_PREFIX, SERVICE_TOKEN_PREFIX, type SessionTokens } from './credentials.ts';
+import { CREDENTIAL_KINDS, type DeferredCredential, KIND, kindOfToken, type PrefixedKind } from './credential-kinds.ts';
+import { hashToken, type SessionTokens } from './credentials.ts';
 import { enterOrganization } from './enter.ts';
+import { TOKEN_EXCHANGE_RIGHTS } from './service-token-rights.ts';
 import { checkServiceToken, type KnownServiceTokens } from './service-tokens.ts';
 
 /** The HttpOnly cookie holding the session JWT; used only when no `Authorization` header is sent. */
@@ -25,29 +27,72 @@ export interface CredentialDeps {
   sessionTokens: SessionTokens;
 }
 
+/** Where a bearer token is presented, as its kind's check reads it. */
+export interface Presented {
+  /** The organization it names (`X-Organization-ID`, or the token exchange's `organization`): read only when the check needs it, so a bad credential is a 401 before a bad header is a 400. */
+  wanted: () => string | null;
+  method: string;
+  /** The route's pattern (`/v1/integrations/:provider/token`). */
+  route: string | undefined;
+  requestId: string;
+  /** The request impersonates someone: impersonation reads the organization header itself. */
+  impersonating: boolean;
+  /** `exchange`: the subject of a token exchange (docs/contract.md §9), which mints for the organization named and audits the minting itself. */
+  purpose: 'request' | 'exchange';
+}
+
+/** How a bearer token of each kind with a prefix is checked: one function per row of credential-kinds.ts, so the compiler asks for the check of a new kind. */
+const TOKEN_CHECKS: { [K in PrefixedKind]: (db: Db, token: string, at: Presented) => Promise<Principal> } = {
+  pat: (db, token, at) => personalAccessToken(db, hashToken(token), at.wanted()),
+  api_token: async (db, token, at) => boundTo(at, await checkCredential(db, { kind: KIND.api_token, hash: hashToken(token), touch: true })),
+  // Acts in whichever organization is named: there is no binding to check it against.
+  service_token: (db, token, at) =>
+    checkServiceToken(db, { token, wanted: at.wanted(), method: at.method, route: at.route, requestId: at.requestId, ...(at.purpose === 'exchange' ? { rights: TOKEN_EXCHANGE_RIGHTS } : {}) }),
+  capability: async (db, token, at) => boundTo(at, await checkCapability(db, { token, method: at.method, route: at.route, requestId: at.requestId })),
+};
+
+/**
+ * The principal of a bearer token with a prefix, checked by its kind's check: 401/403 (and a
+ * service token's 400/404) as `AppError`s; null when no kind has its prefix (a session JWT).
+ * Authentication and the token exchange's subject both ask here.
+ */
+export function checkToken(db: Db, token: string, at: Presented): Promise<Principal> | null {
+  const kind = kindOfToken(token);
+  return kind === null ? null : TOKEN_CHECKS[kind](db, token, at);
+}
+
 /** The caller of `request`, or 401/403; an invalid header never falls back to the cookie. */
 export async function authenticate(deps: CredentialDeps, request: FastifyRequest): Promise<Principal> {
   const token = bearerToken(request);
-  if (token?.startsWith(PAT_PREFIX)) return personalAccessToken(deps.db, request, token);
-  if (token?.startsWith(SERVICE_TOKEN_PREFIX)) {
-    // Acts in whichever organization the header names: there is no binding to check it against.
-    return checkServiceToken(deps.db, { token, wanted: organizationHeader(request), method: request.method, route: request.routeOptions.url, requestId: request.id });
-  }
-  if (token?.startsWith(CAPABILITY_PREFIX)) {
-    const principal = await checkCapability(deps.db, { token, method: request.method, route: request.routeOptions.url, requestId: request.id });
-    assertOrganizationHeader(request, organizationHeader(request), principal.organizationId);
-    return principal;
-  }
-  const credential = token?.startsWith(API_TOKEN_PREFIX)
-    ? ({ kind: 'api_token', hash: hashToken(token), touch: true } as const)
-    : sessionCredential(deps.sessionTokens, token ?? sessionCookie(request));
+  const checked =
+    token === null
+      ? null
+      : checkToken(deps.db, token, {
+          wanted: () => organizationHeader(request),
+          method: request.method,
+          route: request.routeOptions.url,
+          requestId: request.id,
+          impersonating: Boolean(request.ctx.impersonateUserId),
+          purpose: 'request',
+        });
+  if (checked !== null) return checked;
+  const credential = sessionCredential(deps.sessionTokens, token ?? sessionCookie(request));
   const principal = await checkCredential(deps.db, credential, token === null);
   const wanted = organizationHeader(request);
   // A system administrator's own session enters any organization, to read there (docs/contract.md §11).
-  if (wanted && wanted !== principal.organizationId && principal.kind === 'jwt' && principal.systemAdmin && !request.ctx.impersonateUserId) {
+  if (wanted && wanted !== principal.organizationId && principal.systemAdmin && !request.ctx.impersonateUserId) {
     return enterOrganization(deps.db, request, principal, wanted);
   }
   assertOrganizationHeader(request, wanted, principal.organizationId);
+  return principal;
+}
+
+/** `principal`, if acting where `at` names (a credential bound to one organization cannot pick another); else 403. */
+function boundTo(at: Presented, principal: Principal): Principal {
+  const wanted = at.wanted();
+  if (wanted && wanted !== principal.organizationId && !at.impersonating) {
+    throw new AppError('FORBIDDEN', { message: 'This credential is bound to another organization' });
+  }
   return principal;
 }
 
@@ -88,12 +133,12 @@ function sessionCredential(sessionTokens: SessionTokens, token: string): Extract
   return { kind: 'jwt', sessionId: claims.sid, userId: claims.sub, organizationId: claims.org };
 }
 
-async function personalAccessToken(db: Db, request: FastifyRequest, token: string): Promise<Principal> {
-  const [row] = await PAT_CHECK.rows(db, { wanted: organizationHeader(request), hash: hashToken(token) });
+async function personalAccessToken(db: Db, hash: string, wanted: string | null): Promise<Principal> {
+  const [row] = await PAT_CHECK.rows(db, { wanted, hash });
   if (row?.caller_active && !row.organization_ids.includes(row.caller_organization_id ?? '')) {
     throw new AppError('FORBIDDEN', { message: 'This token is not valid for that organization' });
   }
-  return principalFromCaller({ kind: 'pat' }, row);
+  return principalFromCaller({ kind: KIND.pat }, row);
 }
 
 /** How often an API token's use is recorded (the SQL's own condition says the same). */
@@ -124,7 +169,7 @@ export class KnownTokens {
     if (known === undefined) return null;
     const touch = now - known.at >= TOUCH_INTERVAL_MS;
     if (touch) known.at = now;
-    return { credential: { kind: 'api_token', hash, touch }, organizationId: known.organizationId };
+    return { credential: { kind: KIND.api_token, hash, touch }, organizationId: known.organizationId };
   }
 }
 
@@ -144,15 +189,16 @@ export interface Deferred {
 export function deferrable(sessionTokens: SessionTokens, request: FastifyRequest, knownApiTokens: KnownTokens, knownServiceTokens: KnownServiceTokens): Deferred | null {
   if (request.ctx.impersonateUserId !== null) return null;
   const token = bearerToken(request);
-  if (token?.startsWith(SERVICE_TOKEN_PREFIX)) {
+  const kind = token === null ? null : kindOfToken(token);
+  if (token !== null && kind === KIND.service_token) {
     // Service tokens act wherever the header says: the read's statement checks that organization (400 without one: the usual path).
     const wanted = organizationHeader(request);
     const credential = wanted === null ? null : knownServiceTokens.deferred(hashToken(token), wanted, request.method, request.routeOptions.url, Date.now());
     return credential === null ? null : { credential, organizationId: credential.organizationId };
   }
   if (request.headers['x-organization-id'] !== undefined) return null;
-  if (token === null || token.startsWith(PAT_PREFIX) || token.startsWith(CAPABILITY_PREFIX)) return null;
-  if (token.startsWith(API_TOKEN_PREFIX)) return knownApiTokens.deferred(hashToken(token), Date.now());
+  if (token === null || (kind !== null && CREDENTIAL_KINDS[kind].deferred === null)) return null;
+  if (kind === KIND.api_token) return knownApiTokens.deferred(hashToken(token), Date.now());
   const credential = sessionCredential(sessionTokens, token);
   return { credential, organizationId: credential.organizationId };
 }

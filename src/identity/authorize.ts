@@ -1,5 +1,6 @@
 import type { Principal, Role } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
+import { kindGives } from './credential-kinds.ts';
 
 const RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
 
@@ -27,19 +28,27 @@ export function requireRole(principal: Principal | null, organizationId: string,
 }
 
 /**
+ * Whether `actor` may give a person `role`, as its credential kind and its own role allow (the
+ * kind's `gives`): a service token (the product's backend, §5d) any role; an API token `member`
+ * only, so a leaked machine credential cannot make a lasting human admin; a person as their role
+ * allows — only an owner gives `owner`.
+ */
+export function mayGive(actor: Principal, role: Role): boolean {
+  const gives = kindGives(actor, role);
+  return gives === 'by role' ? role !== 'owner' || actor.role === 'owner' : gives === 'yes';
+}
+
+/**
  * The caller, if it may give a person `role` in `organizationId` — by inviting or by changing a
- * member's role: owners and admins may; only an owner gives `owner`; an API token gives `member`
- * only, so a leaked machine credential cannot make a lasting human admin; a service token (the
- * product's backend, §5d) gives any role.
+ * member's role: owners and admins may, as `mayGive` says.
  */
 export function requireGrantor(principal: Principal | null, organizationId: string, role: Role): Principal {
   const actor = requireRole(principal, organizationId, 'admin');
-  if (actor.kind === 'service_token') return actor;
-  if (actor.kind === 'api_token' && role !== 'member') {
+  if (mayGive(actor, role)) return actor;
+  if (kindGives(actor, role) === 'no') {
     throw new AppError('FORBIDDEN', { message: 'An API token can give the member role only; an owner or admin gives the admin role' });
   }
-  if (role === 'owner' && actor.role !== 'owner') throw new AppError('FORBIDDEN', { message: 'Only owners can grant the owner role' });
-  return actor;
+  throw new AppError('FORBIDDEN', { message: 'Only owners can grant the owner role' });
 }
 
 /** The caller, if it is a user (not an API or service token). */

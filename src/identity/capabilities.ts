@@ -8,8 +8,8 @@ import { auditInsert, nextAuditId } from '../audit/audit.ts';
 import { type Db, HotStatement, sql } from '../db/client.ts';
 import type { CapabilityGrant, Principal } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
-import { SERVICE_TOKEN_KEY } from '../http/rate-limit.ts';
 import { type CallerColumns, principalFromCaller } from './caller-check.ts';
+import { CREDENTIAL_KINDS, credentialKind, KIND, kindLiteral } from './credential-kinds.ts';
 import { hashToken } from './credentials.ts';
 import { grantorAuthorized } from './grantor.ts';
 
@@ -63,7 +63,7 @@ const CAPABILITY_CHECK = new HotStatement<CapabilityRow>(sql`
     SELECT c.organization_id, c.id, c.agent, c.scopes, c.end_user_id, c.subject_kind, c.subject_id, c.subject_user_id,
            (c.revoked_at IS NULL AND c.expires_at > now()
              AND ${grantorAuthorized(sql`c.organization_id`, { kind: sql`c.subject_kind`, credentialId: sql`c.subject_id`, userId: sql`c.subject_user_id` }, WRITES)}) AS live,
-           CASE c.subject_kind WHEN 'api_token' THEN (SELECT a.token_hash FROM api_tokens a WHERE a.organization_id = c.organization_id AND a.id = c.subject_id) END AS subject_hash
+           CASE c.subject_kind WHEN ${kindLiteral(KIND.api_token)} THEN (SELECT a.token_hash FROM api_tokens a WHERE a.organization_id = c.organization_id AND a.id = c.subject_id) END AS subject_hash
     FROM agent_capabilities c WHERE c.token_hash = ${p('hash')}
   ), k AS (
     SELECT live AS caller_active, 'member'::text AS caller_role, subject_user_id AS caller_user_id, false AS caller_system_admin,
@@ -75,9 +75,9 @@ const CAPABILITY_CHECK = new HotStatement<CapabilityRow>(sql`
       id: p('auditId'),
       actorUserId: sql`caller_user_id`,
       impersonatorUserId: sql`NULL`,
-      credentialKind: sql`'capability'`,
+      credentialKind: kindLiteral(KIND.capability),
       credentialId: sql`caller_credential_id`,
-      action: sql`'capability.request'`,
+      action: sql.raw(`'${CREDENTIAL_KINDS.capability.auditsUse}'`),
       targetType: sql`NULL`,
       targetId: sql`NULL`,
       requestId: p('requestId'),
@@ -109,7 +109,7 @@ export async function checkCapability(db: Db, request: CapabilityRequest): Promi
     requestId: request.requestId,
     detail: JSON.stringify({ method: request.method, route: request.route ?? null, ...(allowed ? {} : { refused: true }) }),
   });
-  const principal = principalFromCaller({ kind: 'capability' }, row);
+  const principal = principalFromCaller({ kind: KIND.capability }, row);
   if (!row) throw new AppError('UNAUTHENTICATED');
   principal.capability = {
     agent: row.agent,
@@ -118,15 +118,15 @@ export async function checkCapability(db: Db, request: CapabilityRequest): Promi
     subject: { kind: row.subject_kind, id: row.subject_id, userId: row.caller_user_id },
     rateKey: subjectRateKey(row),
   };
-  if (!allowed) throw new AppError('FORBIDDEN', { message: 'A capability reaches only the proxy of its providers and /mcp' });
+  if (!allowed) throw new AppError('FORBIDDEN', { message: CREDENTIAL_KINDS.capability.refused });
   return principal;
 }
 
 /** The rate limiter's key of the subject (docs/contract.md §4: a capability counts against its subject), as steps.ts keys the subject itself. */
 function subjectRateKey(row: CapabilityRow): string {
-  if (row.subject_kind === 'api_token') return `api_token:${row.subject_hash ?? ''}`;
-  if (row.subject_kind === 'service_token') return `${SERVICE_TOKEN_KEY}${row.subject_id}`;
-  return `user:${row.caller_user_id ?? ''}`;
+  const rateKey = credentialKind(row.subject_kind)?.rateKey;
+  const caller = { userId: row.caller_user_id ?? '', credentialId: row.subject_id, hash: row.subject_hash ?? '' };
+  return rateKey ? rateKey(caller) : `user:${caller.userId}`;
 }
 
 /**

@@ -6,10 +6,14 @@ import type { TypedFastify } from '../http/typed.ts';
 import { unitOfWork } from '../http/unit-of-work.ts';
 import { createOrganization, getOrganization, normalizeEmail, type OrganizationWithRole, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
+import { DIRECT_KINDS, type DirectKind, isDirect } from './credential-kinds.ts';
 import { assertMayRegister } from './registration.ts';
 import { Email, OrganizationSchema, OrganizationWithRoleSchema, Password, UserSchema } from './schemas.ts';
 import { csrfToken, login, logout, switchTo } from './session-routes.ts';
 import { findUserById, insertUser, publicUser, setDefaultOrganization } from './users.ts';
+
+/** `authMethod`'s values: every kind but a delegated one (a capability), which never reaches `/v1/account/access`. */
+const AUTH_METHODS = DIRECT_KINDS;
 
 /** Registration, login, logout, CSRF and account routes (docs/contract.md §3); organizations have their own (organizations/routes.ts). */
 export function identityRoutes(app: TypedFastify, services: Services): void {
@@ -70,7 +74,7 @@ function accountAccess(app: TypedFastify, services: Services): void {
             user: Type.Union([Type.Object({ id: Type.String(), email: Type.String(), name: Type.String(), systemAdmin: Type.Boolean() }), Type.Null()]),
             organization: OrganizationWithRoleSchema,
             organizations: Type.Array(OrganizationWithRoleSchema),
-            authMethod: Type.Union([Type.Literal('jwt'), Type.Literal('pat'), Type.Literal('api_token'), Type.Literal('service_token')]),
+            authMethod: Type.Unsafe<DirectKind>(Type.Union(AUTH_METHODS.map((kind) => Type.Literal(kind)))),
             impersonator: Type.Optional(Type.Object({ id: Type.String(), email: Type.String() })),
           }),
         },
@@ -80,7 +84,8 @@ function accountAccess(app: TypedFastify, services: Services): void {
       const principal = request.ctx.principal;
       if (!principal) throw new AppError('UNAUTHENTICATED');
       // The authentication step refuses a capability here already (docs/contract.md §3, §9); this says so to the types.
-      if (principal.kind === 'capability') throw new AppError('FORBIDDEN');
+      const authMethod = principal.kind;
+      if (!isDirect(authMethod)) throw new AppError('FORBIDDEN');
       const db = services.db;
       const organization = await getOrganization(db, principal.organizationId);
       if (!organization) throw new AppError('FORBIDDEN');
@@ -93,7 +98,7 @@ function accountAccess(app: TypedFastify, services: Services): void {
         user: user ? { ...publicUser(user), systemAdmin: user.systemAdmin } : null,
         organization: current,
         organizations,
-        authMethod: principal.kind,
+        authMethod,
         ...(impersonator ? { impersonator: { id: impersonator.id, email: impersonator.email } } : {}),
       };
     },

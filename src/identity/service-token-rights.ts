@@ -51,6 +51,12 @@ const ROUTES = new Map<string, ServiceTokenRoute>([
   ['POST /query', { scope: 'organization' }],
 ]);
 
+/**
+ * A service token as a token exchange's subject (docs/contract.md §9): it mints for the
+ * organization `organization=<id>` names, and the minting's own audit row names it.
+ */
+export const TOKEN_EXCHANGE_RIGHTS: ServiceTokenRoute = { scope: 'organization', auditsItself: true };
+
 /** What a service token may do on `method url` (a Fastify route pattern), or null: refused. */
 export function serviceTokenRoute(method: string, url: string | undefined): ServiceTokenRoute | null {
   if (url === undefined) return null;

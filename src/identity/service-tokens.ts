@@ -15,9 +15,13 @@ import { newId } from '../lib/ids.ts';
 import { assertFuture, assertName, type Created, type TokenInfo, tokenInfo } from './access-tokens.ts';
 import { requireUser } from './authorize.ts';
 import { remember } from '../lib/bounded.ts';
-import { type CallerColumns, type DeferredCredential, principalFromCaller } from './caller-check.ts';
+import { type CallerColumns, principalFromCaller } from './caller-check.ts';
+import { CREDENTIAL_KINDS, type DeferredCredential, KIND, kindLiteral } from './credential-kinds.ts';
 import { hashToken, newOpaqueToken, SERVICE_TOKEN_PREFIX } from './credentials.ts';
-import { serviceTokenRoute } from './service-token-rights.ts';
+import { type ServiceTokenRoute, serviceTokenRoute } from './service-token-rights.ts';
+
+/** This module's kind: also the audit rows' target type for a service token. */
+const SERVICE_TOKEN = KIND.service_token;
 
 /**
  * The organization id audit rows of the deployment itself are filed under (service tokens
@@ -45,7 +49,7 @@ export async function createServiceToken(work: Work, input: { name: string; expi
     .values({ id: newId(), name, tokenHash: hashToken(token), lastFour: token.slice(-4), createdBy: admin.userId, expiresAt: input.expiresAt ?? null })
     .returning();
   if (!row) throw new Error('insert returned no row');
-  await recordAudit(work.db, work.actor, { organizationId: DEPLOYMENT, action: 'service_token.created', targetType: 'service_token', targetId: row.id });
+  await recordAudit(work.db, work.actor, { organizationId: DEPLOYMENT, action: 'service_token.created', targetType: SERVICE_TOKEN, targetId: row.id });
   return { ...tokenInfo(row, SERVICE_TOKEN_PREFIX), token };
 }
 
@@ -72,12 +76,12 @@ export async function revokeServiceToken(work: Work, input: { id: string }): Pro
   const sessions = await work.db
     .update(connectSessions)
     .set({ status: 'revoked' })
-    .where(and(eq(connectSessions.createdByKind, 'service_token'), eq(connectSessions.createdById, row.id), eq(connectSessions.status, 'pending')))
+    .where(and(eq(connectSessions.createdByKind, SERVICE_TOKEN), eq(connectSessions.createdById, row.id), eq(connectSessions.status, 'pending')))
     .returning({ id: connectSessions.id });
   await recordAudit(work.db, work.actor, {
     organizationId: DEPLOYMENT,
     action: 'service_token.revoked',
-    targetType: 'service_token',
+    targetType: SERVICE_TOKEN,
     targetId: row.id,
     detail: { sessionsRevoked: sessions.length },
   });
@@ -116,9 +120,9 @@ const SERVICE_TOKEN_CHECK = new HotStatement<CallerColumns & { unknown_organizat
       id: p('auditId'),
       actorUserId: sql`NULL`,
       impersonatorUserId: sql`NULL`,
-      credentialKind: sql`'service_token'`,
+      credentialKind: kindLiteral(SERVICE_TOKEN),
       credentialId: sql`caller_credential_id`,
-      action: sql`'service_token.request'`,
+      action: sql.raw(`'${CREDENTIAL_KINDS.service_token.auditsUse}'`),
       targetType: sql`NULL`,
       targetId: sql`NULL`,
       requestId: p('requestId'),
@@ -137,6 +141,8 @@ export interface ServiceTokenRequest {
   /** The route's pattern (`/v1/integrations/:provider/token`). */
   route: string | undefined;
   requestId: string;
+  /** What the token may do here when that is not its list's to say (the token exchange's `TOKEN_EXCHANGE_RIGHTS`); else the list's entry for the route. */
+  rights?: ServiceTokenRoute;
 }
 
 /**
@@ -146,7 +152,7 @@ export interface ServiceTokenRequest {
  * 404 for an organization that does not exist.
  */
 export async function checkServiceToken(db: Db, request: ServiceTokenRequest): Promise<Principal> {
-  const route = serviceTokenRoute(request.method, request.route);
+  const route = request.rights ?? serviceTokenRoute(request.method, request.route);
   const [row] = await SERVICE_TOKEN_CHECK.rows(db, {
     hash: hashToken(request.token),
     wanted: request.wanted,
@@ -155,8 +161,8 @@ export async function checkServiceToken(db: Db, request: ServiceTokenRequest): P
     requestId: request.requestId,
     detail: JSON.stringify({ method: request.method, route: request.route ?? null, ...(route ? {} : { refused: true }) }),
   });
-  const principal = principalFromCaller({ kind: 'service_token' }, row);
-  if (!route) throw new AppError('FORBIDDEN', { message: 'Service tokens cannot do this' });
+  const principal = principalFromCaller({ kind: SERVICE_TOKEN }, row);
+  if (!route) throw new AppError('FORBIDDEN', { message: CREDENTIAL_KINDS.service_token.refused });
   if (route.scope === 'organization' && request.wanted === null) {
     throw new AppError('INVALID_INPUT', {
       message: 'A service token needs X-Organization-ID here',
@@ -196,13 +202,13 @@ export class KnownServiceTokens {
    * and writes its own audit row, as the deferred statement does. Its use is recorded again
    * only once the last record is a minute old, as the usual check does.
    */
-  deferred(hash: string, organizationId: string, method: string, url: string | undefined, now: number): Extract<DeferredCredential, { kind: 'service_token' }> | null {
+  deferred(hash: string, organizationId: string, method: string, url: string | undefined, now: number): Extract<DeferredCredential, { kind: typeof SERVICE_TOKEN }> | null {
     const route = serviceTokenRoute(method, url);
     if (route?.scope !== 'organization' || route.auditsItself !== true) return null;
     const known = this.tokens.get(hash);
     if (known === undefined || !this.acting.has(`${hash} ${organizationId}`)) return null;
     const touch = now - known.at >= TOUCH_INTERVAL_MS;
     if (touch) known.at = now;
-    return { kind: 'service_token', hash, organizationId, credentialId: known.id, touch };
+    return { kind: SERVICE_TOKEN, hash, organizationId, credentialId: known.id, touch };
   }
 }

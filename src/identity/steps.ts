@@ -8,12 +8,13 @@ import type { FastifyRequest } from 'fastify';
 import { recordAudit } from '../audit/audit.ts';
 import type { Config } from '../config/load.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
-import type { Principal } from '../ground/principal.ts';
+import type { CredentialKind, Principal } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
 import type { PipelineSlots } from '../http/pipeline.ts';
-import { type RateLimiter, SERVICE_TOKEN_KEY } from '../http/rate-limit.ts';
+import type { RateLimiter } from '../http/rate-limit.ts';
 import { authenticate, bearerToken, deferrable, KnownTokens, organizationHeader, SESSION_COOKIE } from './authenticate.ts';
-import { type CallerColumns, type DeferredCredential, principalFromCaller } from './caller-check.ts';
+import { type CallerColumns, principalFromCaller } from './caller-check.ts';
+import { CREDENTIAL_KINDS, type DeferredCredential, KIND, type RateCaller } from './credential-kinds.ts';
 import { hashToken, type SessionTokens } from './credentials.ts';
 import { csrfCheck } from './csrf.ts';
 import { KnownServiceTokens } from './service-tokens.ts';
@@ -28,7 +29,7 @@ declare module '../http/context.ts' {
      * own statement (`callerCheck`, then `principalFromCaller`).
      */
     deferredCredential?: DeferredCredential;
-    /** What the rate limiter counts against: the user (`user:<id>`), the API token's hash, or the service token (`SERVICE_TOKEN_KEY`); a capability, its subject's. */
+    /** What the rate limiter counts against: the rate key of the credential's kind (credential-kinds.ts); a capability, its subject's. */
     credentialKey?: string;
     /** The organization the caller acts in: every credential acting there shares one more budget. */
     organizationKey?: string;
@@ -74,27 +75,22 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
         const credential = deferred.credential;
         request.ctx.deferredCredential = credential;
         // The same keys as the usual path's below.
-        request.ctx.credentialKey =
-          credential.kind === 'jwt' ? `user:${credential.userId}` : credential.kind === 'api_token' ? `api_token:${credential.hash}` : `${SERVICE_TOKEN_KEY}${credential.credentialId}`;
+        request.ctx.credentialKey = rateKey(credential.kind, {
+          userId: 'userId' in credential ? credential.userId : null,
+          credentialId: 'credentialId' in credential ? credential.credentialId : '',
+          ...('hash' in credential ? { hash: credential.hash } : {}),
+        });
         request.ctx.organizationKey = deferred.organizationId;
         return;
       }
       let principal = await authenticate(deps, request);
-      if (principal.kind === 'api_token') {
-        const hash = hashToken(bearerToken(request) ?? '');
-        knownApiTokens.add(hash, principal.organizationId, Date.now());
-        request.ctx.credentialKey = `api_token:${hash}`;
-      } else if (principal.capability) {
-        // A capability counts against its subject (docs/contract.md §4): minting more never buys capacity.
-        request.ctx.credentialKey = principal.capability.rateKey;
-      } else if (principal.kind === 'service_token') {
-        // Its own budget, RATE_LIMIT_SERVICE_MAX (the limiter tells it by this prefix).
-        request.ctx.credentialKey = `${SERVICE_TOKEN_KEY}${principal.credentialId}`;
-        if (principal.organizationId !== '') knownServiceTokens.add(hashToken(bearerToken(request) ?? ''), principal.credentialId, principal.organizationId, Date.now());
-      } else {
-        // A user's sessions and PATs share one budget (the caller's, before any impersonation).
-        request.ctx.credentialKey = `user:${principal.userId}`;
-      }
+      // A token the deferred path takes (one that records its use) is remembered by its hash, which is also an API token's rate key.
+      const hash = CREDENTIAL_KINDS[principal.kind].deferred?.touch ? hashToken(bearerToken(request) ?? '') : '';
+      // A capability counts against its subject (docs/contract.md §4): minting more never buys capacity.
+      request.ctx.credentialKey = principal.capability?.rateKey ?? rateKey(principal.kind, { userId: principal.userId, credentialId: principal.credentialId, hash });
+      // Remembered for the deferred path (each deferrable token kind keeps its own); a service token acting in no organization never is.
+      if (principal.kind === KIND.api_token) knownApiTokens.add(hash, principal.organizationId, Date.now());
+      else if (principal.kind === KIND.service_token && principal.organizationId !== '') knownServiceTokens.add(hash, principal.credentialId, principal.organizationId, Date.now());
       if (request.ctx.impersonateUserId !== null) principal = await impersonate(deps.db, request, principal, request.ctx.impersonateUserId);
       request.ctx.principal = principal;
       // A service token managing organizations acts in none: only its own budget applies (decision 128).
@@ -111,6 +107,12 @@ export function identitySlots(deps: IdentityDeps): PipelineSlots {
       if (presented) deps.rateLimiter.failures.record(request.ip);
     },
   };
+}
+
+/** The rate limiter's key of a caller of `kind`: its row's (a capability's is its subject's, `CapabilityGrant.rateKey`). */
+function rateKey(kind: CredentialKind, caller: RateCaller): string {
+  const key = CREDENTIAL_KINDS[kind].rateKey;
+  return key ? key(caller) : `user:${caller.userId}`;
 }
 
 /**

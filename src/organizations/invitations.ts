@@ -15,7 +15,7 @@ import { type InvitationStatus, invitations, organizations, users } from '../db/
 import type { Role } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
 import type { UnitOfWork, Work } from '../ground/work.ts';
-import { requireGrantor, requireRole, requireSessionUser, requireUser } from '../identity/authorize.ts';
+import { mayGive, requireGrantor, requireRole, requireSessionUser, requireUser } from '../identity/authorize.ts';
 import { hashToken } from '../identity/credentials.ts';
 import { newSecret, SECRET, newId as ulid } from '../lib/ids.ts';
 import { addMembership, membershipOf, normalizeEmail, type OrganizationRef, type OrganizationWithRole } from './organizations.ts';
@@ -94,7 +94,7 @@ function acceptUrl(publicUrl: string, id: string, token: string): string {
 export async function inviteMember(work: UnitOfWork, input: { organizationId: string; email: string; role: Role; publicUrl: string }): Promise<Invitation> {
   const { organizationId, role } = input;
   const actor = requireGrantor(work.actor.principal, organizationId, role);
-  const isOwner = actor.role === 'owner' || actor.kind === 'service_token';
+  const isOwner = mayGive(actor, 'owner');
   const address = checkedEmail(input.email);
   const normalized = normalizeEmail(address);
   const acceptToken = newSecret();
@@ -272,7 +272,7 @@ export async function revokeInvitation(work: Work, input: { organizationId: stri
     .for('update', { of: invitations });
   if (!row) throw new AppError('NOT_FOUND', { message: 'No such invitation' });
   if (row.status !== 'pending') throw new AppError('CONFLICT', { message: ANSWERED[row.status] });
-  if (row.role === 'owner' && actor.role !== 'owner' && actor.kind !== 'service_token') throw new AppError('FORBIDDEN', { message: 'Only owners can revoke an owner invitation' });
+  if (row.role === 'owner' && !mayGive(actor, 'owner')) throw new AppError('FORBIDDEN', { message: 'Only owners can revoke an owner invitation' });
   await markAnswered(work.db, organizationId, row.id, 'revoked');
   await recordAudit(work.db, work.actor, { organizationId, action: 'invitation.revoked', targetType: 'invitation', targetId: row.id, detail: { email: row.email, role: row.role } });
   return invitationOf({ ...row, status: 'revoked' });

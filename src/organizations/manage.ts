@@ -1,17 +1,17 @@
 /**
  * Organizations managed as a whole (docs/contract.md §5d): listed, read, renamed and deleted —
  * by a product's service token across its customers, or by an organization's own people.
- * `listOrganizations` answers for any caller the route has authorized (a system
- * administrator's console may list with it too).
+ * `listOrganizations` lists for a service token or a system administrator (the console lists with it too).
  */
 import { and, desc, eq, lt, type SQL } from 'drizzle-orm';
 import { recordAudit } from '../audit/audit.ts';
-import { type Db, queryRows, sql } from '../db/client.ts';
+import { queryRows, sql } from '../db/client.ts';
 import { organizations } from '../db/schema.ts';
 import type { Principal, Role } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
 import type { UnitOfWork, Work } from '../ground/work.ts';
 import { requireUser, roleAtLeast } from '../identity/authorize.ts';
+import { actsForDeployment } from '../identity/credential-kinds.ts';
 import { ULID } from '../lib/ids.ts';
 import { assertSetsProductKeys, checkExternalId, lockExternalId, membershipOf, normalizeOrganizationName, type OrganizationRef, setsProductKeys } from './organizations.ts';
 
@@ -50,12 +50,20 @@ function likePattern(text: string): string {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
+/** The caller may list every organization: one acting for the deployment (a service token), or a system administrator as themselves (docs/contract.md §11). */
+function assertLister(principal: Principal | null): void {
+  if (actsForDeployment(principal)) return;
+  if (principal?.systemAdmin && principal.userId && !principal.impersonatorId && !principal.entered) return;
+  throw new AppError('FORBIDDEN', { message: 'Listing every organization needs a service token or a system administrator' });
+}
+
 /**
  * Organizations newest first, `first` at a time after the cursor `after` (an organization id,
  * the previous page's `endCursor`), optionally only those with `externalId`, or whose name or
  * external id contains `q` (any letter case); each with its integrations' health.
  */
-export async function listOrganizations(db: Db, input: { first: number; after?: string; externalId?: string; q?: string }): Promise<OrganizationPage> {
+export async function listOrganizations(work: Work, input: { first: number; after?: string; externalId?: string; q?: string }): Promise<OrganizationPage> {
+  assertLister(work.actor.principal);
   if (input.after !== undefined && !ULID.test(input.after)) {
     throw new AppError('INVALID_INPUT', { details: [{ path: 'querystring.after', message: 'must be an endCursor from an earlier page' }] });
   }
@@ -66,7 +74,7 @@ export async function listOrganizations(db: Db, input: { first: number; after?: 
     where.push(sql`(${organizations.name} ILIKE ${pattern} OR ${organizations.externalId} ILIKE ${pattern})`);
   }
   if (input.after !== undefined) where.push(lt(organizations.id, input.after));
-  const rows = await db
+  const rows = await work.db
     .select({ ...listed, health: HEALTH.mapWith((value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value) as Health) })
     .from(organizations)
     .where(and(...where))
@@ -88,7 +96,7 @@ export async function organizationFor(work: Work, id: string, minimum: Role, opt
   const principal = work.actor.principal;
   const notFound = new AppError('NOT_FOUND', { message: 'No such organization' });
   if (!ULID.test(id)) throw notFound;
-  if (principal?.kind !== 'service_token' && !(options.systemAdmin && setsProductKeys(principal))) {
+  if (!actsForDeployment(principal) && !(options.systemAdmin && setsProductKeys(principal))) {
     const user = requireUser(principal);
     const role = user.organizationId === id ? user.role : user.kind === 'jwt' ? (await membershipOf(work.db, id, user.userId))?.role : undefined;
     if (role === undefined) throw notFound;

@@ -7,7 +7,8 @@ import type { Principal, Role } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
 import { checkName } from '../ground/names.ts';
 import type { UnitOfWork, Work } from '../ground/work.ts';
-import { requireGrantor, requireRole } from '../identity/authorize.ts';
+import { requireGrantor, requireRole, requireUser } from '../identity/authorize.ts';
+import { actsForDeployment, CREDENTIAL_KINDS } from '../identity/credential-kinds.ts';
 
 export interface OrganizationRef {
   id: string;
@@ -31,8 +32,8 @@ export function normalizeOrganizationName(name: string, path = 'name'): string {
  * or PAT, never while impersonating or having entered an organization to read it.
  */
 export function setsProductKeys(principal: Principal | null): boolean {
-  if (principal?.kind === 'service_token') return true;
-  return Boolean(principal?.systemAdmin && principal.userId && (principal.kind === 'jwt' || principal.kind === 'pat') && !principal.impersonatorId && !principal.entered);
+  if (actsForDeployment(principal)) return true;
+  return Boolean(principal?.systemAdmin && principal.userId && CREDENTIAL_KINDS[principal.kind].personal && !principal.impersonatorId && !principal.entered);
 }
 
 /** 403 unless the caller may set an `externalId` (`setsProductKeys`). */
@@ -80,6 +81,12 @@ async function assertOrganizationQuota(db: Db, userId: string, quota: number): P
 
 /** Who creates an organization: a user, who becomes its owner, or a service token (no member until someone is invited). */
 export type OrganizationCreator = { ownerUserId: string } | { serviceTokenId: string };
+
+/** The caller as an organization's creator: a credential acting for the deployment (a service token), else a user (403 for any other). */
+export function creatorOf(principal: Principal | null): OrganizationCreator {
+  if (principal && actsForDeployment(principal)) return { serviceTokenId: principal.credentialId };
+  return { ownerUserId: requireUser(principal).userId };
+}
 
 /**
  * Creates an organization, queues `organization.created` and audits it. A user creating it

@@ -5,18 +5,16 @@
  * its grants are revoked at their providers after the commit.
  */
 import { Type } from 'typebox';
-import type { Principal } from '../ground/principal.ts';
 import { AppError } from '../ground/errors.ts';
 import { NameSchema } from '../ground/names.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import type { UnitOfWork } from '../ground/work.ts';
 import { unitOfWork } from '../http/unit-of-work.ts';
-import { requireUser } from '../identity/authorize.ts';
 import { deleteOrganizationIntegrations } from '../integrations/delete.ts';
 import { PRODUCT_ID_PATTERN } from '../lib/ids.ts';
 import type { Services } from '../services.ts';
 import { deleteOrganization, listOrganizations, type OrganizationListed, organizationFor, updateOrganization } from './manage.ts';
-import { createOrganization } from './organizations.ts';
+import { createOrganization, creatorOf } from './organizations.ts';
 
 const ExternalId = Type.String({ minLength: 1, maxLength: 128, pattern: PRODUCT_ID_PATTERN, description: "The product's key for its customer: 1–128 printable characters, unique across the deployment, matched exactly; set only by a service token or a system administrator" });
 const Name = NameSchema({ minLength: 1, maxLength: 100, description: '1–100 characters (after trimming), no control or bidirectional formatting character' });
@@ -33,13 +31,6 @@ function listedView(organization: OrganizationListed) {
   return { id: organization.id, name: organization.name, externalId: organization.externalId, createdAt: organization.createdAt.toISOString() };
 }
 
-/** The caller may list every organization: a service token, or a system administrator as themselves (docs/contract.md §11). */
-function assertLister(principal: Principal | null): void {
-  if (principal?.kind === 'service_token') return;
-  if (principal?.systemAdmin && principal.userId && !principal.impersonatorId && !principal.entered) return;
-  throw new AppError('FORBIDDEN', { message: 'Listing every organization needs a service token or a system administrator' });
-}
-
 /** Every route of organizations as a whole. */
 export function organizationRoutes(app: TypedFastify, services: Services): void {
   app.post(
@@ -54,13 +45,10 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
       },
     },
     async (request, reply) => {
-      const principal = request.ctx.principal;
       const { name, externalId } = request.body;
       const work = await unitOfWork(request, services);
-      const organization =
-        principal?.kind === 'service_token'
-          ? await createOrganization(work, { name, externalId, serviceTokenId: principal.credentialId })
-          : await createOrganization(work, { name, externalId, ownerUserId: requireUser(principal).userId, quota: services.config.limits.organizationsPerUser });
+      // A person's quota binds a person only (createOrganization).
+      const organization = await createOrganization(work, { ...creatorOf(work.actor.principal), name, externalId, quota: services.config.limits.organizationsPerUser });
       reply.code(201);
       return { success: true as const, organization };
     },
@@ -89,9 +77,8 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
       },
     },
     async (request) => {
-      assertLister(request.ctx.principal);
       const { first = 20, after, externalId, q } = request.query;
-      const page = await listOrganizations(services.db, { first, ...(after === undefined ? {} : { after }), ...(externalId === undefined ? {} : { externalId }), ...(q === undefined ? {} : { q }) });
+      const page = await listOrganizations(await unitOfWork(request, services), { first, ...(after === undefined ? {} : { after }), ...(externalId === undefined ? {} : { externalId }), ...(q === undefined ? {} : { q }) });
       return { success: true as const, organizations: page.organizations.map((organization) => ({ ...listedView(organization), health: organization.health })), pageInfo: page.pageInfo };
     },
   );
@@ -108,7 +95,7 @@ export function organizationRoutes(app: TypedFastify, services: Services): void 
       },
     },
     async (request) => {
-      const organization = await organizationFor({ db: services.db, actor: { principal: request.ctx.principal, requestId: request.id } }, request.params.id, 'member', { systemAdmin: true });
+      const organization = await organizationFor(await unitOfWork(request, services), request.params.id, 'member', { systemAdmin: true });
       return { success: true as const, organization: listedView(organization) };
     },
   );

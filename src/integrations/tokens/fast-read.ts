@@ -12,7 +12,8 @@ import { Batcher, Slots } from '../../db/batch.ts';
 import { HotStatement } from '../../db/client.ts';
 import type { Principal, Role } from '../../ground/principal.ts';
 import { AppError } from '../../ground/errors.ts';
-import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, type DeferredCredential, principalFromCaller } from '../../identity/caller-check.ts';
+import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, principalFromCaller } from '../../identity/caller-check.ts';
+import { CREDENTIAL_KINDS, DEFERRABLE_KINDS, type DeferrableKind, type DeferredCredential, type TouchedKind } from '../../identity/credential-kinds.ts';
 import { endUserKey, integrationKey } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import { secretName } from '../secrets.ts';
@@ -49,8 +50,8 @@ const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit 
 )})
   ${USE_SELECT}`);
 
-/** The kinds of `loadForUseAs` statement: one per deferred credential, and a token's without recording its use. */
-type ReadVariant = 'jwt' | 'api_token' | 'api_token_untouched' | 'service_token' | 'service_token_untouched';
+/** The kinds of `loadForUseAs` statement: one per deferrable credential kind, and a token's without recording its use. */
+type ReadVariant = DeferrableKind | `${TouchedKind}_untouched`;
 
 /** One token read in a `loadForUseAs` batch: a row of its `q`. */
 type ReadItem = ReturnType<typeof callerValues> & {
@@ -60,7 +61,7 @@ type ReadItem = ReturnType<typeof callerValues> & {
   eu: string;
   secret: string;
   roles: readonly Role[];
-  kind: DeferredCredential['kind'];
+  kind: DeferrableKind;
   action: string;
   audit_id: string;
   req: string;
@@ -75,10 +76,9 @@ type UseAsRow = { r: UseAsAnswer };
 type UseAsAnswer = CallerColumns & { n: number; integration: Record<string, unknown> | null; key_id: string | null; envelope: string | null };
 
 /** A `loadForUseAs` batch: its reads as JSON, each with its position `n` in the batch. */
-function readSource(kind: DeferredCredential['kind']): SQL {
-  const credential = { jwt: 'org text, sid text, usr text', api_token: 'hash text', service_token: 'hash text, org text' }[kind];
+function readSource(kind: DeferrableKind): SQL {
   return sql`SELECT * FROM json_to_recordset(${p('batch')}::json)
-    AS b(n int, ${sql.raw(credential)}, prov text, eu text, secret text, roles text[], kind text, action text, audit_id text, req text)`;
+    AS b(n int, ${sql.raw(CREDENTIAL_KINDS[kind].deferred.columns)}, prov text, eu text, secret text, roles text[], kind text, action text, audit_id text, req text)`;
 }
 
 /**
@@ -120,13 +120,17 @@ function readStatement(caller: SQL): HotStatement<UseAsRow> {
       SELECT row_to_json(a) AS r FROM (SELECT n, ${CALLER_COLUMNS}, integration, key_id, envelope FROM r) a`);
 }
 
-const USE_AS: Record<ReadVariant, HotStatement<UseAsRow>> = {
-  jwt: readStatement(callerCheck('jwt', readSource('jwt'))),
-  api_token: readStatement(callerCheck('api_token', readSource('api_token'))),
-  api_token_untouched: readStatement(callerCheck('api_token', readSource('api_token'), false)),
-  service_token: readStatement(callerCheck('service_token', readSource('service_token'))),
-  service_token_untouched: readStatement(callerCheck('service_token', readSource('service_token'), false)),
-};
+/** Each variant's kind, and whether it records the token's use: derived from the kinds' table, once. */
+const VARIANTS = new Map<ReadVariant, { kind: DeferrableKind; touch: boolean }>(
+  DEFERRABLE_KINDS.flatMap((kind) => {
+    const variants: [ReadVariant, { kind: DeferrableKind; touch: boolean }][] = [[kind, { kind, touch: true }]];
+    if (CREDENTIAL_KINDS[kind].deferred.touch !== null) variants.push([`${kind as TouchedKind}_untouched`, { kind, touch: false }]);
+    return variants;
+  }),
+);
+
+/** The statements, built once at load (prepared by name per connection, decision 60). */
+const USE_AS = new Map([...VARIANTS].map(([variant, { kind, touch }]) => [variant, readStatement(callerCheck(kind, readSource(kind), touch))]));
 
 /** The most reads one `loadForUseAs` statement carries. */
 const READ_BATCH_MAX = 64;
@@ -143,7 +147,7 @@ export interface ReadPool {
 export class FastReads {
   private readonly deps: LoadDeps;
   /** Token reads that arrive together share a statement (group commit, decision 72). */
-  private readonly readers: Record<ReadVariant, Batcher<ReadItem, UseAsAnswer | Error>>;
+  private readonly readers: Map<ReadVariant, Batcher<ReadItem, UseAsAnswer | Error>>;
 
   constructor(deps: LoadDeps & { pool: ReadPool }) {
     this.deps = deps;
@@ -153,22 +157,16 @@ export class FastReads {
     const pglite = deps.pool.pglite;
     const slots = new Slots(pglite ? 1 : Math.ceil(deps.pool.size / 4));
     const overloaded = () => new AppError('SERVICE_UNAVAILABLE', { message: 'Too many token reads are waiting for the database', headers: { 'retry-after': '1' } });
-    const reader = (variant: ReadVariant) =>
+    const reader = (statement: HotStatement<UseAsRow>) =>
       new Batcher({
         slots,
         maxSize: READ_BATCH_MAX,
         maxWaiting: READ_WAITING_MAX,
         overloaded,
         gather: pglite,
-        execute: (items: ReadItem[]) => this.readBatch(USE_AS[variant], items),
+        execute: (items: ReadItem[]) => this.readBatch(statement, items),
       });
-    this.readers = {
-      jwt: reader('jwt'),
-      api_token: reader('api_token'),
-      api_token_untouched: reader('api_token_untouched'),
-      service_token: reader('service_token'),
-      service_token_untouched: reader('service_token_untouched'),
-    };
+    this.readers = new Map([...USE_AS].map(([variant, statement]) => [variant, reader(statement)]));
   }
 
   /**
@@ -212,8 +210,10 @@ export class FastReads {
     audit: { action: string; requestId: string },
   ): Promise<{ principal: Principal; loaded: LoadedIntegration | null }> {
     const provider = this.deps.providers.get(providerId);
-    const variant: ReadVariant = credential.kind !== 'jwt' && !credential.touch ? `${credential.kind}_untouched` : credential.kind;
-    const found = await this.readers[variant].run({
+    const variant: ReadVariant = 'touch' in credential && !credential.touch ? `${credential.kind}_untouched` : credential.kind;
+    const reader = this.readers.get(variant);
+    if (!reader) throw new Error(`no token read for ${variant}`);
+    const found = await reader.run({
       ...callerValues(credential),
       // Only a configured provider's id reaches the statement (a path segment may hold anything, NULs included).
       prov: provider ? providerId : '',
