@@ -13,9 +13,13 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.ts';
 import { queryRows, sql } from '../src/db/client.ts';
+import { endpointTargets } from '../src/events/endpoints.ts';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
-import { createTestApp, type TestApp } from './helpers/app.ts';
+import { missingKeyIds } from '../src/secrets/keyring-check.ts';
+import { rotateSecrets } from '../src/secrets/rotate.ts';
+import { createTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { backend } from './helpers/database.ts';
 import { graphqlData, graphqlRequest } from './helpers/graphql.ts';
 import { type Account, bearer, login, registerAndLogin } from './helpers/identity.ts';
@@ -390,6 +394,24 @@ describe(`webhook endpoints (${backend})`, () => {
     expect(stored).toHaveLength(2);
     expect(JSON.stringify(stored)).not.toContain(endpoint.secret.slice('whsec_'.length));
     expect(JSON.stringify(stored)).not.toContain(rotated.slice('whsec_'.length));
+  });
+});
+
+describe(`webhook endpoint secrets and key rotation (${backend})`, () => {
+  it('npm run rotate-keys re-seals endpoint secrets under the active key; readiness names a key they still need', async () => {
+    const endpoint = await create({ url: (await receiver()).url });
+    const next = `k9:${Buffer.alloc(32, 4).toString('base64')}`;
+    const onlyNext = loadConfig({ env: { ENCRYPTION_KEYS: next, JWT_SECRET: 'j'.repeat(32) }, persistGeneratedSecrets: false }).keyring;
+    const both = loadConfig({ env: { ENCRYPTION_KEYS: `${next},${TEST_ENCRYPTION_KEY}`, JWT_SECRET: 'j'.repeat(32) }, persistGeneratedSecrets: false }).keyring;
+    expect(await missingKeyIds(t.database.db, onlyNext)).toContain('test1');
+    const result = await rotateSecrets(t.database.db, both, { batchSize: 2 });
+    expect(result.done).toBeGreaterThanOrEqual(1);
+    const [left] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM webhook_endpoint_secrets WHERE key_id <> 'k9'`);
+    expect(left?.n).toBe(0);
+    expect(await missingKeyIds(t.database.db, onlyNext)).toEqual([]);
+    // The same secret, now opened by the new key alone.
+    expect((await endpointTargets(t.database.db, onlyNext, [endpoint.id])).get(endpoint.id)?.secrets).toEqual([endpoint.secret]);
+    expect((await rotateSecrets(t.database.db, both)).done).toBe(0);
   });
 });
 
