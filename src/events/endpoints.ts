@@ -18,10 +18,10 @@ import type { OutboundGuard } from '../lib/outbound.ts';
 import { open, seal } from '../secrets/crypto.ts';
 import { type WebhookSettings, webhookId } from './outbox.ts';
 import { publicEndpoint, signingKey } from './send.ts';
-import { EVENT_TYPES, type EventType } from './types.ts';
+import { EVENT_TYPES, type EventType, WEBHOOK_TEST_TYPE } from './types.ts';
 
 /** The type of the event `POST /v1/webhook-endpoints/{id}/test` sends: a type of its own, never in an endpoint's `eventTypes`. */
-export const WEBHOOK_TEST = 'webhook.test';
+export const WEBHOOK_TEST = WEBHOOK_TEST_TYPE;
 
 /** Endpoints made through the API have ids `whe_<ULID>`; their deliveries' `webhook_id` is that id. */
 export const ENDPOINT_ID = /^whe_[0-9A-HJKMNP-TV-Z]{26}$/;
