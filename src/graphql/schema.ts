@@ -180,7 +180,8 @@ builder.queryType({
         // Webhook endpoints are the deployment's: their rows have no organization, and system administrators read them.
         const deployment = args.targetType === 'webhook_endpoint';
         // Entering an organization is for reading it, its audit log included (docs/contract.md §11).
-        const organizationId = deployment ? (requireSystemAdmin(caller), NO_ORGANIZATION) : requireRole(caller, caller.organizationId, caller.entered ? 'member' : 'admin').organizationId;
+        if (deployment) requireSystemAdmin(caller);
+        const organizationId = deployment ? NO_ORGANIZATION : requireRole(caller, caller.organizationId, caller.entered ? 'member' : 'admin').organizationId;
         const rows = await listAudit(await txOf(ctx), organizationId, { first: first + 1, ...(args.after ? { after: args.after } : {}), ...filter });
         return { nodes: rows.slice(0, first), hasNextPage: rows.length > first };
       },
