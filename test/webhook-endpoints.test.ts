@@ -397,6 +397,28 @@ describe(`webhook endpoints (${backend})`, () => {
   });
 });
 
+describe(`webhook endpoints through @tessera/client (${backend})`, () => {
+  it("a product's backend manages endpoints with its service token: add, list, rotate, test, delete", async () => {
+    // The package's own source: this checkout's client, whatever node_modules links.
+    const { Tessera } = await import('../packages/client/src/index.js');
+    const address = await t.fastify.listen({ host: '127.0.0.1', port: 0 });
+    const tessera = new Tessera({ baseUrl: address, serviceToken: service });
+    const target = await receiver();
+    const { endpoint } = await tessera.webhookEndpoints.create({ url: target.url, eventTypes: ['integration.deleted'] });
+    expect(endpoint.secret).toMatch(/^whsec_/);
+    const { endpoints } = await tessera.webhookEndpoints.list();
+    expect(endpoints.map((listed: { id: string }) => listed.id)).toEqual(expect.arrayContaining(['settings-0', endpoint.id]));
+    const { secret } = await tessera.webhookEndpoints.rotateSecret(endpoint.id, { overlapSeconds: 30 });
+    const { delivery } = await tessera.webhookEndpoints.test(endpoint.id);
+    expect(delivery).toMatchObject({ eventType: 'webhook.test', status: 'delivered', endpointId: endpoint.id });
+    const hit = hitsOf(target, delivery.eventId)[0] as Hit;
+    expect(verifies(secret, hit) && verifies(endpoint.secret, hit)).toBe(true);
+    await expect(tessera.webhookEndpoints.delete('settings-0')).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await tessera.webhookEndpoints.delete(endpoint.id);
+    await expect(tessera.webhookEndpoints.get(endpoint.id)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
+
 describe(`webhook endpoint secrets and key rotation (${backend})`, () => {
   it('npm run rotate-keys re-seals endpoint secrets under the active key; readiness names a key they still need', async () => {
     const endpoint = await create({ url: (await receiver()).url });
