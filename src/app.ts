@@ -6,6 +6,7 @@ import type { Database } from './db/client.ts';
 import { agentRoutes } from './agents/routes.ts';
 import { createDispatcher } from './events/dispatcher.ts';
 import { createOutbox } from './events/outbox.ts';
+import { webhookEndpointRoutes } from './events/endpoint-routes.ts';
 import { webhookDeliveryRoutes } from './events/routes.ts';
 import { createFastify } from './http/fastify.ts';
 import { FormGuard } from './http/form-guard.ts';
@@ -85,6 +86,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   integrationRoutes(fastify, services);
   connectPageRoutes(fastify, services);
   webhookDeliveryRoutes(fastify, services);
+  webhookEndpointRoutes(fastify, services);
   agentRoutes(fastify, services);
   await graphqlRoutes(fastify, services);
   webRoutes(fastify);
@@ -108,6 +110,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
 /** What routes and background work share, built once; the rate limiter registers its plugins on `fastify`. */
 async function createServices(fastify: TypedFastify, config: Config, database: Database, logger: Logger, outbound: AppOptions['outbound'] = {}) {
   const metrics = new Metrics(database);
+  // One guard for every URL the settings did not fix (docs/contract.md §1): entered values, and the webhook endpoints made through the API.
+  const outboundGuard = createOutboundGuard({
+    enforce: config.isProduction,
+    allowCidrs: config.outbound.allowCidrs,
+    ...outbound,
+    onRefused: (refused, origin) => logger.warn({ outbound: origin, host: refused.host, address: refused.address, addressClass: refused.addressClass }, 'the outbound guard refused an address'),
+  });
   const dispatcher = createDispatcher({
     db: database.db,
     webhooks: config.events.webhooks,
@@ -117,18 +126,12 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     backoff: { baseMs: config.events.retryBase * 1000, maxMs: config.events.retryMax * 1000 },
     maxAgeSeconds: config.events.maxAge,
     keyring: config.keyring,
+    guard: outboundGuard,
   });
   const passwords = new PasswordHasher({ cost: config.auth.passwordCost });
   void passwords.prepare();
   const db = database.db;
   const outbox = createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring });
-  // One guard for every URL the settings did not fix (docs/contract.md §1); webhook endpoints made through the API will use it too.
-  const outboundGuard = createOutboundGuard({
-    enforce: config.isProduction,
-    allowCidrs: config.outbound.allowCidrs,
-    ...outbound,
-    onRefused: (refused, origin) => logger.warn({ outbound: origin, host: refused.host, address: refused.address, addressClass: refused.addressClass }, 'the outbound guard refused an address'),
-  });
   const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds), outboundGuard);
   const services: Services = {
     config,

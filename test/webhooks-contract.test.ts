@@ -36,7 +36,11 @@ describe('the webhook contract', () => {
 
   it("lists every event and its data schema in the OpenAPI document's webhooks object", async () => {
     const document = (await t.fastify.inject({ method: 'GET', url: '/api-docs' })).json();
-    expect(Object.keys(document.webhooks).sort()).toEqual([...CONTRACT_TYPES].sort());
+    // webhook.test (§7) is a type of its own: in the document, never in EVENT_TYPES (an endpoint's eventTypes refuse it).
+    expect(Object.keys(document.webhooks).sort()).toEqual([...CONTRACT_TYPES, 'webhook.test'].sort());
+    const test = document.webhooks['webhook.test'].post;
+    expect(test.operationId).toBe('webhook_webhook_test');
+    expect(Object.keys(test.requestBody.content['application/json'].schema.properties.data.properties)).toEqual(['endpointId']);
     for (const type of CONTRACT_TYPES) {
       const operation = document.webhooks[type].post;
       expect(operation.operationId).toMatch(/^webhook_/);
@@ -51,7 +55,8 @@ describe('the webhook contract', () => {
     const page = readFileSync(new URL('../docs/webhooks.md', import.meta.url), 'utf8');
     const sections = page.split(/^### /m).slice(1);
     const byType = new Map(sections.map((section) => [/^`([^`]+)`/.exec(section)?.[1] ?? '', section]));
-    expect([...byType.keys()].sort()).toEqual([...CONTRACT_TYPES].sort());
+    expect([...byType.keys()].sort()).toEqual([...CONTRACT_TYPES, 'webhook.test'].sort());
+    expect(byType.get('webhook.test')).toContain('`endpointId`');
     const common = page.slice(0, page.indexOf('## Events'));
     for (const type of EVENT_TYPES) {
       const section = byType.get(type) ?? '';

@@ -94,12 +94,13 @@ export type AuditRow = typeof auditLogs.$inferSelect;
 
 /**
  * An organization's audit log, newest first, `first` rows after the cursor `after` (an entry
- * id), optionally only the rows about one integration, of one action, or by one actor.
+ * id), optionally only the rows about one integration, of one action, by one actor, or about one
+ * type of target.
  */
 export async function listAudit(
   db: Db,
   organizationId: string,
-  options: { first: number; after?: string; integrationId?: string | undefined; action?: string | undefined; actorUserId?: string | undefined },
+  options: { first: number; after?: string; integrationId?: string | undefined; action?: string | undefined; actorUserId?: string | undefined; targetType?: string | undefined },
 ): Promise<AuditRow[]> {
   const where = [eq(auditLogs.organizationId, organizationId)];
   if (options.after) where.push(lt(auditLogs.id, options.after));
@@ -107,5 +108,6 @@ export async function listAudit(
   if (options.integrationId) where.push(eq(auditLogs.targetType, 'integration'), eq(auditLogs.targetId, options.integrationId));
   if (options.action) where.push(eq(auditLogs.action, options.action));
   if (options.actorUserId) where.push(eq(auditLogs.actorUserId, options.actorUserId));
+  if (options.targetType) where.push(eq(auditLogs.targetType, options.targetType));
   return db.select().from(auditLogs).where(and(...where)).orderBy(desc(auditLogs.id)).limit(options.first);
 }

@@ -3,6 +3,7 @@
  * through `@tessera/client`, like any product's backend: no server module is imported here.
  */
 import { Tessera, TesseraError } from '@tessera/client';
+import type { WebhookEndpoints } from '../../packages/client/src/resources.js';
 import type { ApiOptions } from './index.ts';
 import { CliFailure, line, printFields, printJson, printTable, when } from './output.ts';
 
@@ -150,5 +151,79 @@ export async function createApiToken(name: string, options: ApiOptions): Promise
     line('The token (shown this once; store it now):');
     line(created.token);
   }
+  return 0;
+}
+
+/**
+ * The client's `webhookEndpoints` group. Typed from the package's own source: a worktree whose
+ * node_modules links another checkout's @tessera/client would not see a group added beside it.
+ */
+function endpoints(options: ApiOptions): WebhookEndpoints {
+  return (connect(options) as Tessera & { webhookEndpoints: WebhookEndpoints }).webhookEndpoints;
+}
+
+/** `tessera webhooks list`. */
+export async function listWebhooks(options: ApiOptions): Promise<number> {
+  const { endpoints: listed } = await call(() => endpoints(options).list());
+  if (options.json) printJson(listed);
+  else {
+    printTable(
+      ['id', 'url', 'source', 'enabled', 'event types', 'description'],
+      listed.map((endpoint) => [endpoint.id, endpoint.url, endpoint.source, endpoint.enabled ? 'yes' : 'no', endpoint.eventTypes.join(' '), endpoint.description ?? '']),
+      'no webhook endpoint',
+    );
+  }
+  return 0;
+}
+
+/** `tessera webhooks add <url>`: its secret printed once, on a line of its own, never in the table. */
+export async function addWebhook(url: string, options: ApiOptions & { eventType?: string[]; description?: string; disabled?: boolean }): Promise<number> {
+  const { endpoint } = await call(() =>
+    endpoints(options).create({
+      url,
+      ...(options.eventType ? { eventTypes: options.eventType } : {}),
+      ...(options.description ? { description: options.description } : {}),
+      ...(options.disabled ? { enabled: false } : {}),
+    }),
+  );
+  if (options.json) printJson(endpoint);
+  else {
+    printFields({ id: endpoint.id, url: endpoint.url, enabled: endpoint.enabled ? 'yes' : 'no', 'event types': endpoint.eventTypes.join(' ') });
+    line();
+    line('The signing secret (shown this once; store it now):');
+    line(endpoint.secret);
+  }
+  return 0;
+}
+
+/** `tessera webhooks rotate <id>`. */
+export async function rotateWebhook(id: string, options: ApiOptions & { overlap?: number }): Promise<number> {
+  const rotated = await call(() => endpoints(options).rotateSecret(id, { overlapSeconds: options.overlap }));
+  if (options.json) printJson(rotated);
+  else {
+    printFields({ id, 'old secret signs until': when(rotated.overlapEndsAt) });
+    line();
+    line('The new signing secret (shown this once; store it now):');
+    line(rotated.secret);
+  }
+  return 0;
+}
+
+/** `tessera webhooks test <id>`. */
+export async function testWebhook(id: string, options: ApiOptions): Promise<number> {
+  const { delivery } = await call(() => endpoints(options).test(id));
+  if (options.json) printJson(delivery);
+  else {
+    const last = delivery.attempts.at(-1);
+    printFields({ delivery: delivery.id, event: delivery.eventId, endpoint: delivery.endpoint, status: delivery.status, answered: last?.responseStatus ?? last?.error ?? undefined });
+  }
+  return delivery.status === 'delivered' ? 0 : 1;
+}
+
+/** `tessera webhooks delete <id>`. */
+export async function deleteWebhook(id: string, options: ApiOptions): Promise<number> {
+  await call(() => endpoints(options).delete(id));
+  if (options.json) printJson({ deleted: id });
+  else line(`deleted ${id}`);
   return 0;
 }

@@ -139,6 +139,23 @@ export function buildProgram(): Command {
     .option('--external-id <id>', "the product's key for the customer (a service token or a system administrator; unique)")
     .action(action(async (name: string, options: ApiOptions & { externalId?: string }) => (await api()).createOrganization(name, options)));
 
+  const webhooks = program.command('webhooks').description("the deployment's webhook endpoints (a system administrator's personal token, or a service token)");
+  apiCommand(webhooks, 'list', 'list the endpoints, the settings ones included (never a secret)').action(action(async (options: ApiOptions) => (await api()).listWebhooks(options)));
+  apiCommand(webhooks, 'add <url>', 'add an endpoint and print its secret (shown this once)')
+    .option('--event-type <type>', 'an event type it receives (repeat for several; default: every type)', collect)
+    .option('--description <text>', 'what it is for')
+    .option('--disabled', 'add it disabled')
+    .action(action(async (url: string, options: ApiOptions & { eventType?: string[]; description?: string; disabled?: boolean }) => (await api()).addWebhook(url, options)));
+  apiCommand(webhooks, 'rotate <id>', 'give an endpoint a new secret and print it (shown this once); the old one keeps signing for the overlap')
+    .option('--overlap <seconds>', 'how long the old secret keeps signing (default 86400)', positiveInteger)
+    .action(action(async (id: string, options: ApiOptions & { overlap?: number }) => (await api()).rotateWebhook(id, options)));
+  apiCommand(webhooks, 'test <id>', 'send a webhook.test event to one endpoint now and print its delivery').action(
+    action(async (id: string, options: ApiOptions) => (await api()).testWebhook(id, options)),
+  );
+  apiCommand(webhooks, 'delete <id>', 'delete an endpoint (its pending deliveries end as failed)').action(
+    action(async (id: string, options: ApiOptions) => (await api()).deleteWebhook(id, options)),
+  );
+
   const apiTokens = program.command('api-tokens').description("an organization's API tokens");
   apiCommand(apiTokens, 'create <name>', 'create an API token and print it (shown this once)').action(
     action(async (name: string, options: ApiOptions) => (await api()).createApiToken(name, options)),

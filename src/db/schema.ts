@@ -12,6 +12,8 @@ import { createdAt, time, updatedAt } from './columns.ts';
 export * from './schema-integrations.ts';
 // Agent capabilities (docs/contract.md §9).
 export * from './schema-agents.ts';
+// Webhook endpoints made through the API (docs/contract.md §7).
+export * from './schema-webhooks.ts';
 
 export const organizations = pgTable(
   'organizations',

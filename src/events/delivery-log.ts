@@ -5,6 +5,7 @@
  */
 import { type Db, queryRows, sql } from '../db/client.ts';
 import { AppError } from '../ground/errors.ts';
+import { ENDPOINT_ID, NO_ORGANIZATION, settingsEndpoints } from './endpoints.ts';
 import type { WebhookSettings } from './outbox.ts';
 import { webhookId } from './outbox.ts';
 import { type Attempt, publicEndpoint } from './send.ts';
@@ -70,9 +71,12 @@ export async function recordAttempt(db: Db, key: DeliveryKey, number: number, at
   return rows[0]?.failed === true;
 }
 
-const ID_FORMAT = /^dlv_([0-9A-HJKMNP-TV-Z]{26})_([0-9a-f]{16})$/;
+const ID_FORMAT = /^dlv_([0-9A-HJKMNP-TV-Z]{26})_([0-9a-f]{16}|whe_[0-9A-HJKMNP-TV-Z]{26})$/;
 
-/** A delivery's public id: its event's ULID and its webhook's id, so the key needs no column of its own. */
+/**
+ * A delivery's public id: its event's ULID and its webhook's id (a settings' webhook's URL hash,
+ * or an endpoint's `whe_` id), so the key needs no column of its own.
+ */
 export function deliveryId(eventId: string, webhook: string): string {
   return `dlv_${eventId.replace(/^evt_/, '')}_${webhook}`;
 }
@@ -93,6 +97,7 @@ interface DeliveryRow {
   delivered: boolean;
   failed: boolean;
   next_attempt_at: string;
+  last_error: string | null;
 }
 
 interface AttemptRow {
@@ -111,9 +116,14 @@ export interface DeliveryView {
   id: string;
   eventId: string;
   eventType: string;
-  organizationId: string;
+  /** Null for what belongs to no organization (a `webhook.test` event). */
+  organizationId: string | null;
   endpoint: string;
+  /** The endpoint's id (`settings-<n>` or `whe_…`, docs/contract.md §7); null for a settings' webhook no longer configured. */
+  endpointId: string | null;
   status: DeliveryStatus;
+  /** Why a failed delivery failed: its last attempt's error, or `endpoint_removed`; null otherwise. */
+  error: string | null;
   attempts: { at: string; responseStatus: number | null; error: string | null; durationMs: number; replay: boolean }[];
   /** How many attempts were made in all (`attempts` holds the latest ATTEMPTS_SHOWN). */
   attemptCount: number;
@@ -136,17 +146,20 @@ const STATUS_WHERE: Record<DeliveryStatus, ReturnType<typeof sql>> = {
 const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
 
 const DELIVERY_COLUMNS = sql`d.organization_id, d.event_id, d.webhook_id, d.endpoint, e.type, d.attempts,
-  d.delivered_at IS NOT NULL AS delivered, d.failed_at IS NOT NULL AS failed, ${iso('d.next_attempt_at')} AS next_attempt_at`;
+  d.delivered_at IS NOT NULL AS delivered, d.failed_at IS NOT NULL AS failed, ${iso('d.next_attempt_at')} AS next_attempt_at, d.last_error`;
 
 /** Reads deliveries for the log: the deployment's, not one organization's (a system administrator's view). */
 export class DeliveryLog {
   private readonly db: Db;
   /** Webhook id → the endpoint shown, for deliveries written before the endpoint was stored with them. */
   private readonly endpoints: Map<string, string>;
+  /** A settings' webhook id → its endpoint id, `settings-<n>`. */
+  private readonly settingsIds: Map<string, string>;
 
   constructor(db: Db, webhooks: readonly WebhookSettings[]) {
     this.db = db;
     this.endpoints = new Map(webhooks.map((hook) => [webhookId(hook.url), publicEndpoint(hook.url)]));
+    this.settingsIds = new Map(settingsEndpoints(webhooks).map((endpoint) => [endpoint.webhookId, endpoint.id]));
   }
 
   /** Deliveries newest first (by their event), `first` after the cursor `after` (a delivery id). */
@@ -218,9 +231,11 @@ export class DeliveryLog {
         id: deliveryId(row.event_id, row.webhook_id),
         eventId: row.event_id,
         eventType: row.type,
-        organizationId: row.organization_id,
+        organizationId: row.organization_id === NO_ORGANIZATION ? null : row.organization_id,
         endpoint: row.endpoint ?? this.endpoints.get(row.webhook_id) ?? '',
+        endpointId: ENDPOINT_ID.test(row.webhook_id) ? row.webhook_id : (this.settingsIds.get(row.webhook_id) ?? null),
         status,
+        error: status === 'failed' ? row.last_error : null,
         attempts: byDelivery.get(`${row.organization_id}/${row.event_id}/${row.webhook_id}`) ?? [],
         attemptCount: row.attempts,
         nextAttemptAt: status === 'pending' ? row.next_attempt_at : null,

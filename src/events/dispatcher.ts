@@ -1,8 +1,10 @@
 import type { BaseLogger } from 'pino';
 import type { Keyring } from '../config/checks.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
+import type { OutboundGuard } from '../lib/outbound.ts';
 import type { Sealed } from '../secrets/crypto.ts';
 import { type DeliveryKey, recordAttempt } from './delivery-log.ts';
+import { type EndpointTarget, endpointKeys, endpointTargets } from './endpoints.ts';
 import { deliveredData, type WebhookSettings, webhookId, webhookIds } from './outbox.ts';
 import { type Attempt, attemptError, notSent, send, signingKey, type Webhook } from './send.ts';
 
@@ -44,8 +46,14 @@ export interface DispatcherOptions {
   onDelivered?: (lagMs: number, webhookId: string) => void;
   /** Milliseconds since the epoch, for `webhook-timestamp` (tests move it). */
   clock?: () => number;
-  /** Opens events' sealed fields (the outbox's `secretData`) for their delivery. */
+  /** Opens events' sealed fields (the outbox's `secretData`) and endpoints' signing secrets. */
   keyring?: Keyring;
+  /**
+   * The outbound guard (docs/contract.md §1): deliveries to endpoints made through the API go
+   * through it (class `webhook`); a refused address is a failed attempt, `outbound_refused`.
+   * Without one (unit tests), they use `fetch` like the settings' endpoints.
+   */
+  guard?: OutboundGuard;
 }
 
 interface Claimed {
@@ -84,7 +92,10 @@ class WebhookDispatcher implements Dispatcher {
   private readonly batchSize: number;
   private readonly maxAgeSeconds: number;
   private readonly webhooks = new Map<string, Webhook>();
-  /** Configured webhook ids. Deliveries of webhooks no longer configured stay in the table untouched: claiming them would spin. */
+  /**
+   * The settings' webhook ids. Deliveries of webhooks no longer configured stay in the table
+   * untouched: claiming them would spin. Endpoints made through the API are read at each claim.
+   */
   private readonly ids: string[];
   /** Webhooks whose last delivery from this dispatcher failed. */
   private readonly failing = new Set<string>();
@@ -105,7 +116,7 @@ class WebhookDispatcher implements Dispatcher {
     this.maxAgeSeconds = options.maxAgeSeconds ?? 259_200;
     for (const hook of options.webhooks) {
       const id = webhookId(hook.url);
-      if (!this.webhooks.has(id)) this.webhooks.set(id, { url: hook.url, key: signingKey(hook.secret) });
+      if (!this.webhooks.has(id)) this.webhooks.set(id, { url: hook.url, keys: [signingKey(hook.secret)] });
     }
     this.ids = webhookIds(options.webhooks);
   }
@@ -141,12 +152,12 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   async runOnce(): Promise<number> {
-    if (this.ids.length === 0) return 0;
     const rows = await this.claim();
+    const targets = await this.targets(rows);
     await Promise.all(
       rows.map(async (row) => {
         try {
-          await this.record(row, await this.attempt(row));
+          await this.record(row, await this.attempt(row, targets));
         } catch (error) {
           // The claim lapses after the lease and the delivery is tried again.
           this.logger.error({ eventId: row.event_id, webhookId: row.webhook_id, err: error }, 'recording a webhook delivery failed');
@@ -157,7 +168,10 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   async retry(key: DeliveryKey): ReturnType<Dispatcher['retry']> {
-    if (!this.webhooks.has(key.webhookId)) return { attempted: false, reason: 'not_configured' };
+    if (!this.webhooks.has(key.webhookId)) {
+      const target = (await endpointTargets(this.db, this.options.keyring, [key.webhookId])).get(key.webhookId);
+      if (!target?.enabled) return { attempted: false, reason: 'not_configured' };
+    }
     // Claimed like a round's row, whatever its schedule or state, unless a dispatcher holds it now.
     const [row] = await queryRows<Claimed>(
       this.db,
@@ -179,9 +193,15 @@ class WebhookDispatcher implements Dispatcher {
       );
       return { attempted: false, reason: exists ? 'busy' : 'gone' };
     }
-    const attempt = await this.attempt(row);
+    const attempt = await this.attempt(row, await this.targets([row]));
     await this.record(row, attempt);
     return { attempted: true, delivered: attempt.delivered };
+  }
+
+  /** The endpoints made through the API that claimed rows go to: where, and the secrets that sign. */
+  private targets(rows: readonly Claimed[]): Promise<Map<string, EndpointTarget>> {
+    const ids = [...new Set(rows.map((row) => row.webhook_id).filter((id) => !this.webhooks.has(id)))];
+    return endpointTargets(this.db, this.options.keyring, ids);
   }
 
   private async drain(): Promise<void> {
@@ -201,6 +221,11 @@ class WebhookDispatcher implements Dispatcher {
       this.ids.map((id) => sql`${id}`),
       sql`, `,
     );
+    // The settings' webhooks, and the enabled endpoints made through the API (docs/contract.md §7).
+    const configured =
+      this.ids.length > 0
+        ? sql`(webhook_id IN (${idList}) OR webhook_id IN (SELECT id FROM webhook_endpoints WHERE enabled))`
+        : sql`webhook_id IN (SELECT id FROM webhook_endpoints WHERE enabled)`;
     // One statement is its own short transaction; SKIP LOCKED and the lease keep other dispatchers off these rows.
     return queryRows<Claimed>(
       this.db,
@@ -209,7 +234,7 @@ class WebhookDispatcher implements Dispatcher {
           SELECT organization_id, event_id, webhook_id FROM event_deliveries
           WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
             AND (locked_until IS NULL OR locked_until < now())
-            AND webhook_id IN (${idList})
+            AND ${configured}
           ORDER BY next_attempt_at
           LIMIT ${this.batchSize}
           FOR UPDATE SKIP LOCKED
@@ -225,9 +250,23 @@ class WebhookDispatcher implements Dispatcher {
     );
   }
 
-  /** One POST of a claimed delivery to its webhook. */
-  private async attempt(row: Claimed): Promise<Attempt> {
-    const hook = this.webhooks.get(row.webhook_id) as Webhook;
+  /** One POST of a claimed delivery to its webhook: a settings' one, or an endpoint made through the API (`targets`). */
+  private async attempt(row: Claimed, targets: ReadonlyMap<string, EndpointTarget>): Promise<Attempt> {
+    let hook = this.webhooks.get(row.webhook_id);
+    let fetcher = this.options.fetch ?? fetch;
+    if (!hook) {
+      const target = targets.get(row.webhook_id);
+      // Removed or disabled since the claim: its pending deliveries were ended with it.
+      if (!target?.enabled) return notSent('endpoint_removed');
+      // Its url is read at each attempt: a PATCHed one applies from the next (docs/contract.md §7).
+      if (target.secrets.length === 0) return notSent('signing secret did not open');
+      hook = { url: target.url, keys: endpointKeys(target) };
+      const guard = this.options.guard;
+      if (guard) {
+        fetcher = ((url: string, init: RequestInit) =>
+          guard.fetch(url, { method: 'POST', headers: init.headers as Record<string, string>, body: init.body as string, ...(init.signal ? { signal: init.signal } : {}) }, 'webhook')) as typeof fetch;
+      }
+    }
     let data: Record<string, unknown>;
     try {
       data = deliveredData(this.options.keyring, { organizationId: row.organization_id, id: row.event_id, data: row.data, sealed: row.sealed });
@@ -238,7 +277,7 @@ class WebhookDispatcher implements Dispatcher {
     const event = { id: row.event_id, type: row.type, occurredAt: row.occurred_at, data };
     return send(event, hook, {
       timeoutMs: this.timeoutMs,
-      fetch: this.options.fetch ?? fetch,
+      fetch: fetcher,
       clock: this.options.clock ?? Date.now,
       spanAttributes: { 'tessera.webhook.id': row.webhook_id, 'tessera.delivery.attempt': row.attempts },
     });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Keyring } from '../config/checks.ts';
 import { newId as ulid } from '../lib/ids.ts';
-import { type Db, sql } from '../db/client.ts';
+import { type Db, queryRows, sql } from '../db/client.ts';
 import { open, type Sealed, type SecretBinding, seal } from '../secrets/crypto.ts';
 import { publicEndpoint } from './send.ts';
 import type { EventData, EventType } from './types.ts';
@@ -81,25 +81,32 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
         if (!keyring) throw new Error('an event with secret fields needs an outbox with the keyring');
         sealed = JSON.stringify(seal(keyring, eventBinding(event.organizationId, id), JSON.stringify(event.secretData)));
       }
-      if (ids.length === 0) {
-        await tx.execute(sql`INSERT INTO events (organization_id, id, type, data, sealed) VALUES (${event.organizationId}, ${id}, ${event.type}, ${value}, ${sealed}::jsonb)`);
-        return id;
-      }
-      // One statement: emitting sits on request paths, where each round-trip counts.
-      const hooks = sql.join(
-        ids.map((hook) => sql`(${hook}, ${endpoints.get(hook) ?? null})`),
-        sql`, `,
-      );
-      await tx.execute(sql`
+      // One statement: emitting sits on request paths, where each round-trip counts. The settings'
+      // webhooks, and every enabled endpoint made through the API whose eventTypes name the type.
+      const made = sql`SELECT id, endpoint FROM webhook_endpoints WHERE enabled AND (event_types IS NULL OR ${event.type}::text = ANY(event_types))`;
+      const hooks =
+        ids.length === 0
+          ? made
+          : sql`SELECT * FROM (VALUES ${sql.join(
+              ids.map((hook) => sql`(${hook}, ${endpoints.get(hook) ?? null})`),
+              sql`, `,
+            )}) AS settings (id, endpoint) UNION ALL ${made}`;
+      const [written] = await queryRows<{ deliveries: number }>(
+        tx,
+        sql`
         WITH event AS (
           INSERT INTO events (organization_id, id, type, data, sealed)
           VALUES (${event.organizationId}, ${id}, ${event.type}, ${value}, ${sealed}::jsonb)
           RETURNING organization_id, id
+        ), delivery AS (
+          INSERT INTO event_deliveries (organization_id, event_id, webhook_id, endpoint)
+          SELECT event.organization_id, event.id, hook.id, hook.endpoint FROM event CROSS JOIN (${hooks}) AS hook (id, endpoint)
+          RETURNING 1
         )
-        INSERT INTO event_deliveries (organization_id, event_id, webhook_id, endpoint)
-        SELECT event.organization_id, event.id, hook.id, hook.endpoint FROM event CROSS JOIN (VALUES ${hooks}) AS hook (id, endpoint)
-      `);
-      afterCommit(() => wake());
+        SELECT count(*)::int AS deliveries FROM delivery
+      `,
+      );
+      if ((written?.deliveries ?? 0) > 0) afterCommit(() => wake());
       return id;
     },
   };

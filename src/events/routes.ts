@@ -1,5 +1,6 @@
 /**
- * The webhook delivery log over REST (docs/contract.md §11), for system administrators: what was
+ * The webhook delivery log over REST (docs/contract.md §11), for system administrators and service
+ * tokens (events/access.ts): what was
  * delivered, what failed and why, and a retry that delivers one again now (same `webhook-id`,
  * a new signature; a delivered one is replayed, and its attempt says so).
  */
@@ -7,20 +8,23 @@ import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
 import { AppError } from '../ground/errors.ts';
 import type { TypedFastify } from '../http/typed.ts';
-import { requireSystemAdmin } from '../identity/authorize.ts';
 import type { Services } from '../services.ts';
+import { requireWebhookOperator } from './access.ts';
 import { DeliveryLog } from './delivery-log.ts';
+import { WEBHOOK_TEST } from './endpoints.ts';
 import { EVENT_TYPES } from './types.ts';
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
 
-const DeliverySchema = Type.Object({
+export const DeliverySchema = Type.Object({
   id: Type.String(),
   eventId: Type.String(),
   eventType: Type.String(),
-  organizationId: Type.String(),
+  organizationId: Nullable(Type.String({ description: 'The organization the event is about; null for a webhook.test event' })),
   endpoint: Type.String({ description: "The webhook's URL without userinfo or query" }),
+  endpointId: Nullable(Type.String({ description: 'The webhook endpoint (settings-<n> or whe_…); null for a settings webhook no longer configured' })),
   status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+  error: Nullable(Type.String({ description: 'Why a failed delivery failed (its last error, or endpoint_removed); null unless failed' })),
   attempts: Type.Array(
     Type.Object({
       at: Type.String({ format: 'date-time' }),
@@ -46,12 +50,12 @@ export function webhookDeliveryRoutes(app: TypedFastify, services: Services): vo
     {
       config: { auth: 'authenticated', errors: [] },
       schema: {
-        summary: 'Webhook deliveries, newest first, with their attempts (system administrators)',
+        summary: 'Webhook deliveries, newest first, with their attempts (system administrators, service tokens)',
         tags: ['webhooks'],
         querystring: Type.Object(
           {
             status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')])),
-            eventType: Type.Optional(Type.Union(EVENT_TYPES.map((type) => Type.Literal(type)))),
+            eventType: Type.Optional(Type.Union([...EVENT_TYPES, WEBHOOK_TEST].map((type) => Type.Literal(type)))),
             first: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1–100 (default 20)' })),
             after: Type.Optional(Type.String({ maxLength: 64, description: 'The endCursor of the page before' })),
           },
@@ -67,7 +71,7 @@ export function webhookDeliveryRoutes(app: TypedFastify, services: Services): vo
       },
     },
     async (request) => {
-      requireSystemAdmin(request.ctx.principal);
+      requireWebhookOperator(request.ctx.principal, request.method, request.routeOptions.url);
       const { status, eventType, first = 20, after } = request.query;
       const page = await log.list({ first, ...(status ? { status } : {}), ...(eventType ? { eventType } : {}), ...(after === undefined ? {} : { after }) });
       return { success: true as const, ...page };
@@ -79,14 +83,14 @@ export function webhookDeliveryRoutes(app: TypedFastify, services: Services): vo
     {
       config: { auth: 'authenticated', errors: ['CONFLICT'] },
       schema: {
-        summary: 'Deliver one again now: same webhook-id, a new signature; a delivered one is replayed (system administrators)',
+        summary: 'Deliver one again now: same webhook-id, a new signature; a delivered one is replayed (system administrators, service tokens)',
         tags: ['webhooks'],
         params: DeliveryIdParams,
         response: { 200: Type.Object({ success: Type.Literal(true), delivery: DeliverySchema }) },
       },
     },
     async (request) => {
-      const admin = requireSystemAdmin(request.ctx.principal);
+      const admin = requireWebhookOperator(request.ctx.principal, request.method, request.routeOptions.url);
       const { key, status } = await log.find(request.params.id);
       // No transaction is open across the call to the receiver: the attempt is logged in its own statement.
       const outcome = await services.dispatcher.retry(key);

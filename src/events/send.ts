@@ -3,12 +3,16 @@
  * records of it: when, the receiver's status, our words for a failure, how long it took.
  */
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
+import { OutboundRefused } from '../lib/outbound.ts';
 import { webhookSpan } from '../telemetry/tracing.ts';
 
-/** A configured webhook: where to send, and the key that signs. */
+/**
+ * A webhook: where to send, and the keys that sign — one, or during a rotation's overlap the new
+ * and the old (docs/contract.md §7), each giving one `v1,` signature, the newest first.
+ */
 export interface Webhook {
   url: string;
-  key: KeyObject;
+  keys: readonly KeyObject[];
 }
 
 /** An event as it is delivered. */
@@ -74,14 +78,15 @@ export function send(event: OutgoingEvent, hook: Webhook, options: SendOptions &
 async function post(event: OutgoingEvent, hook: Webhook, options: SendOptions, traceHeaders: Record<string, string>): Promise<Attempt> {
   const body = JSON.stringify({ id: event.id, type: event.type, occurredAt: event.occurredAt, data: event.data });
   const timestamp = Math.floor(options.clock() / 1000).toString();
-  const signature = createHmac('sha256', hook.key).update(`${event.id}.${timestamp}.${body}`).digest('base64');
+  const signed = `${event.id}.${timestamp}.${body}`;
+  const signature = hook.keys.map((key) => `v1,${createHmac('sha256', key).update(signed).digest('base64')}`).join(' ');
   const at = new Date();
   const started = performance.now();
   const took = () => Math.round(performance.now() - started);
   try {
     const response = await options.fetch(hook.url, {
       method: 'POST',
-      headers: { ...traceHeaders, 'content-type': 'application/json', 'webhook-id': event.id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` },
+      headers: { ...traceHeaders, 'content-type': 'application/json', 'webhook-id': event.id, 'webhook-timestamp': timestamp, 'webhook-signature': signature },
       body,
       // A redirect could send a signed event elsewhere; a 3xx is a failure, like any non-2xx.
       redirect: 'manual',
@@ -99,6 +104,8 @@ async function post(event: OutgoingEvent, hook: Webhook, options: SendOptions, t
 
 /** A short, body-free description: fetch errors can carry URLs with credentials and provider text. */
 function describeFetchError(error: unknown): string {
+  // The outbound guard refused the address the endpoint's host resolved to (docs/contract.md §1).
+  if (error instanceof OutboundRefused || (error as { cause?: unknown } | undefined)?.cause instanceof OutboundRefused) return 'outbound_refused';
   if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return 'timeout';
   const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
   return typeof code === 'string' && /^[A-Z0-9_]{1,40}$/.test(code) ? `network error (${code})` : 'network error';

@@ -106,14 +106,25 @@ export const EVENT_TYPES = Object.keys(EVENT_DATA) as EventType[];
 /** What an emitter gives for an event of `type`: its data without the fields the outbox adds. */
 export type EventData<T extends EventType> = Omit<Static<(typeof EVENT_DATA)[T]>, 'organizationId' | 'externalId'> & { externalId?: string | null };
 
+/**
+ * `webhook.test` (docs/contract.md §7): sent by `POST /v1/webhook-endpoints/{id}/test` to that
+ * endpoint alone. A type of its own, not an `EventType`: about no organization, never emitted by
+ * the outbox, refused in an endpoint's `eventTypes`.
+ */
+export const WEBHOOK_TEST_TYPE = 'webhook.test';
+export const WEBHOOK_TEST_DATA = Type.Object(
+  { endpointId: Type.String({ description: 'The endpoint it was sent to (whe_… or settings-<n>)' }) },
+  { additionalProperties: false, description: 'A test event sent to one endpoint by hand; about no organization. Answer 2xx.' },
+);
+
 /** The body a webhook receives (Standard Webhooks signs it). */
-export function eventEnvelope(type: EventType): TSchema {
+export function eventEnvelope(type: EventType | typeof WEBHOOK_TEST_TYPE): TSchema {
   return Type.Object(
     {
       id: Type.String({ description: 'evt_<ULID>; also the webhook-id header, the same on every retry' }),
       type: Type.Literal(type),
       occurredAt: Type.String({ format: 'date-time' }),
-      data: EVENT_DATA[type],
+      data: type === WEBHOOK_TEST_TYPE ? WEBHOOK_TEST_DATA : EVENT_DATA[type],
     },
     { additionalProperties: false },
   );

@@ -3,7 +3,8 @@ import { defaultFieldResolver, type GraphQLSchema } from 'graphql';
 import { type AuditRow, listAudit } from '../audit/audit.ts';
 import type { ConnectedVia, EndUser } from '../db/schema.ts';
 import { AppError } from '../ground/errors.ts';
-import { requireRole } from '../identity/authorize.ts';
+import { NO_ORGANIZATION } from '../events/endpoints.ts';
+import { requireRole, requireSystemAdmin } from '../identity/authorize.ts';
 import { CREDENTIAL_KINDS, fieldOpenToAll, mayUseField } from '../identity/credential-kinds.ts';
 import { findIntegrationById, type IntegrationRow, listIntegrations } from '../integrations/integrations.ts';
 import { deleteIntegration } from '../integrations/delete.ts';
@@ -166,15 +167,22 @@ builder.queryType({
         integrationId: t.arg.string({ required: false }),
         action: t.arg.string({ required: false }),
         actorUserId: t.arg.string({ required: false }),
+        targetType: t.arg.string({
+          required: false,
+          description: 'Only rows about this type of target; "webhook_endpoint": the deployment\'s webhook endpoints (system administrators, docs/contract.md §7)',
+        }),
       },
       resolve: async (_root, args, ctx) => {
         const caller = principalOf(ctx);
-        // Entering an organization is for reading it, its audit log included (docs/contract.md §11).
-        const principal = requireRole(caller, caller.organizationId, caller.entered ? 'member' : 'admin');
         const first = args.first ?? DEFAULT_PAGE_SIZE;
         if (first < 1 || first > MAX_PAGE_SIZE) throw new AppError('INVALID_INPUT', { details: [{ path: 'first', message: `must be 1–${MAX_PAGE_SIZE}` }] });
-        const filter = { integrationId: args.integrationId ?? undefined, action: args.action ?? undefined, actorUserId: args.actorUserId ?? undefined };
-        const rows = await listAudit(await txOf(ctx), principal.organizationId, { first: first + 1, ...(args.after ? { after: args.after } : {}), ...filter });
+        const filter = { integrationId: args.integrationId ?? undefined, action: args.action ?? undefined, actorUserId: args.actorUserId ?? undefined, targetType: args.targetType ?? undefined };
+        // Webhook endpoints are the deployment's: their rows have no organization, and system administrators read them.
+        const deployment = args.targetType === 'webhook_endpoint';
+        // Entering an organization is for reading it, its audit log included (docs/contract.md §11).
+        if (deployment) requireSystemAdmin(caller);
+        const organizationId = deployment ? NO_ORGANIZATION : requireRole(caller, caller.organizationId, caller.entered ? 'member' : 'admin').organizationId;
+        const rows = await listAudit(await txOf(ctx), organizationId, { first: first + 1, ...(args.after ? { after: args.after } : {}), ...filter });
         return { nodes: rows.slice(0, first), hasNextPage: rows.length > first };
       },
     }),

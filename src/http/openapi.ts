@@ -1,6 +1,6 @@
 import fastifySwagger from '@fastify/swagger';
 import type { Config } from '../config/load.ts';
-import { EVENT_DATA, EVENT_TYPES, eventEnvelope } from '../events/types.ts';
+import { EVENT_DATA, EVENT_TYPES, eventEnvelope, WEBHOOK_TEST_DATA, WEBHOOK_TEST_TYPE } from '../events/types.ts';
 import { finishDocument, nameWildcard } from './openapi-document.ts';
 import type { TypedFastify } from './typed.ts';
 
@@ -46,7 +46,7 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
 }
 
 /**
- * The events Tessera posts to `EVENTS_WEBHOOK_URL` (docs/contract.md §7), one per type, signed per
+ * The events Tessera posts to its webhook endpoints (docs/contract.md §7), one per type, signed per
  * Standard Webhooks; how to verify them is docs/webhooks.md.
  */
 function webhooks(): Record<string, unknown> {
@@ -56,14 +56,16 @@ function webhooks(): Record<string, unknown> {
     'webhook-signature': 'v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"> keyed by the secret after whsec_',
   };
   // TypeBox schemas are JSON Schema 2020-12, which OpenAPI 3.1 takes as they are; its own types do not know that.
+  // `webhook.test` is a type of its own (docs/contract.md §7): sent by hand to one endpoint.
+  const types = [...EVENT_TYPES, WEBHOOK_TEST_TYPE] as const;
   return Object.fromEntries(
-    EVENT_TYPES.map((type) => [
+    types.map((type) => [
       type,
       {
         post: {
           operationId: `webhook_${type.replace('.', '_')}`,
           summary: type,
-          description: (EVENT_DATA[type] as { description?: string }).description,
+          description: ((type === WEBHOOK_TEST_TYPE ? WEBHOOK_TEST_DATA : EVENT_DATA[type]) as { description?: string }).description,
           tags: ['webhooks'],
           // Tessera calls the product, which checks the Standard Webhooks signature headers, not an HTTP credential.
           security: [],

@@ -49,6 +49,16 @@ const ROUTES = new Map<string, ServiceTokenRoute>([
   ['GET /v1/connect/sessions/:id', { scope: 'organization' }],
   ['DELETE /v1/connect/sessions/:id', { scope: 'organization' }],
   ['POST /query', { scope: 'organization' }],
+  // The deployment's webhooks: its endpoints and its delivery log (docs/contract.md §7, §11; events/access.ts).
+  ['GET /v1/webhook-endpoints', { scope: 'deployment' }],
+  ['POST /v1/webhook-endpoints', { scope: 'deployment' }],
+  ['GET /v1/webhook-endpoints/:id', { scope: 'deployment' }],
+  ['PATCH /v1/webhook-endpoints/:id', { scope: 'deployment' }],
+  ['DELETE /v1/webhook-endpoints/:id', { scope: 'deployment' }],
+  ['POST /v1/webhook-endpoints/:id/rotate-secret', { scope: 'deployment' }],
+  ['POST /v1/webhook-endpoints/:id/test', { scope: 'deployment' }],
+  ['GET /v1/webhooks/deliveries', { scope: 'deployment' }],
+  ['POST /v1/webhooks/deliveries/:id/retry', { scope: 'deployment' }],
 ]);
 
 /**

@@ -150,6 +150,12 @@ export interface OutboundGuard {
   refusal(address: string, origin: OutboundOrigin): AddressClass | null;
   /** Fetches `url` (no redirect followed) connecting only to addresses `refusal` passes; a refused one throws OutboundRefused. */
   fetch(url: string | URL, init: OutboundInit, origin: OutboundOrigin): Promise<Response>;
+  /**
+   * Why `url`'s host may not be reached now for `origin` — the class of the first refused address
+   * among its current DNS answers (`invalid` when it has none) — or null: where a request chooses a
+   * URL that is fetched later (a webhook endpoint), it is refused up front. Development: null.
+   */
+  check(url: URL, origin: OutboundOrigin): Promise<AddressClass | null>;
 }
 
 /** A guard from the settings (`APP_ENV`, `OUTBOUND_ALLOW_CIDRS`). */
@@ -184,6 +190,20 @@ export function createOutboundGuard(options: OutboundGuardOptions): OutboundGuar
 
   return {
     refusal,
+    async check(url, origin) {
+      if (!options.enforce) return null;
+      const host = url.hostname.replace(/^\[|\]$/g, '');
+      if (isIP(host)) return refusal(host, origin);
+      const answers = await new Promise<LookupAddress[]>((done) => {
+        resolve(host, { all: true }, (error, list) => done(error ? [] : ((Array.isArray(list) ? list : [{ address: list, family: 4 }]) as LookupAddress[])));
+      });
+      if (answers.length === 0) return 'invalid';
+      for (const answer of answers) {
+        const kind = refusal(answer.address, origin);
+        if (kind) return kind;
+      }
+      return null;
+    },
     async fetch(target, init, origin) {
       const url = new URL(target);
       if (!options.enforce) return fetch(url, { ...init, redirect: 'manual' });

@@ -11,6 +11,9 @@ export async function missingKeyIds(db: Db, keyring: Keyring): Promise<string[]>
           UNION ALL
           -- Grants still to revoke carry their tokens encrypted too (integrations/revocations.ts).
           (SELECT key_id FROM grant_revocations WHERE NOT (key_id = ANY(${sql.param(known)}::text[])) LIMIT 100)
+          UNION ALL
+          -- Webhook endpoints' signing secrets (events/endpoints.ts).
+          (SELECT key_id FROM webhook_endpoint_secrets WHERE NOT (key_id = ANY(${sql.param(known)}::text[])) LIMIT 100)
         ) AS unknown_keys`,
   );
   return rows.map((row) => row.key_id);

@@ -1,7 +1,8 @@
 import { and, count, eq, ne } from 'drizzle-orm';
 import type { Keyring } from '../config/checks.ts';
-import type { Db } from '../db/client.ts';
+import { type Db, queryRows, sql } from '../db/client.ts';
 import { integrationSecrets } from '../db/schema.ts';
+import { endpointSecretBinding } from '../events/endpoints.ts';
 import { open, seal } from './crypto.ts';
 
 export interface RotationProgress {
@@ -12,7 +13,8 @@ export interface RotationProgress {
 /**
  * Re-encrypts every integration secret not under the keyring's active key, in batches:
  * each batch decrypts, re-seals, then deletes and inserts its rows in one transaction
- * (rows are immutable). Resumable: a rerun picks up whatever is still under an old key.
+ * (rows are immutable). Then the webhook endpoints' signing secrets the same way (updated in
+ * place). Resumable: a rerun picks up whatever is still under an old key.
  */
 export async function rotateSecrets(
   db: Db,
@@ -20,7 +22,12 @@ export async function rotateSecrets(
   options: { batchSize?: number; onProgress?: (progress: RotationProgress) => void } = {},
 ): Promise<RotationProgress> {
   const batchSize = options.batchSize ?? 200;
-  const [{ value: total } = { value: 0 }] = await db.select({ value: count() }).from(integrationSecrets).where(ne(integrationSecrets.keyId, keyring.activeId));
+  const [{ value: integrationTotal } = { value: 0 }] = await db.select({ value: count() }).from(integrationSecrets).where(ne(integrationSecrets.keyId, keyring.activeId));
+  const [{ value: endpointTotal } = { value: 0 }] = await queryRows<{ value: number }>(
+    db,
+    sql`SELECT count(*)::int AS value FROM webhook_endpoint_secrets WHERE key_id <> ${keyring.activeId}`,
+  );
+  const total = integrationTotal + endpointTotal;
   let done = 0;
   options.onProgress?.({ done, total });
   for (;;) {
@@ -50,6 +57,25 @@ export async function rotateSecrets(
           );
       }
       await tx.insert(integrationSecrets).values(replacements);
+      return rows.length;
+    });
+    if (moved === 0) break;
+    done += moved;
+    options.onProgress?.({ done, total: Math.max(total, done) });
+  }
+  // Webhook endpoints' signing secrets (docs/contract.md §7): re-sealed in place, a batch per transaction.
+  for (;;) {
+    const moved = await db.transaction(async (tx) => {
+      const rows = await queryRows<{ endpoint_id: string; id: string; key_id: string; envelope: string }>(
+        tx as unknown as Db,
+        sql`SELECT endpoint_id, id, key_id, envelope FROM webhook_endpoint_secrets WHERE key_id <> ${keyring.activeId}
+            ORDER BY endpoint_id, id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
+      );
+      for (const row of rows) {
+        const binding = endpointSecretBinding(row.endpoint_id, row.id);
+        const sealed = seal(keyring, binding, open(keyring, binding, { keyId: row.key_id, envelope: row.envelope }));
+        await tx.execute(sql`UPDATE webhook_endpoint_secrets SET key_id = ${sealed.keyId}, envelope = ${sealed.envelope} WHERE endpoint_id = ${row.endpoint_id} AND id = ${row.id}`);
+      }
       return rows.length;
     });
     if (moved === 0) break;

@@ -5,7 +5,7 @@
 import createClient from 'openapi-fetch';
 import { errorFromResponse, isErrorBody, networkError, TesseraError } from './errors.js';
 import { pathSerializer } from './path-serializer.js';
-import { ApiTokens, ConnectSessions, Integrations, Organizations, Providers } from './resources.js';
+import { ApiTokens, ConnectSessions, Integrations, Organizations, Providers, WebhookEndpoints } from './resources.js';
 
 const PROXY = '/v1/integrations/{provider}/proxy/{path}';
 
@@ -86,6 +86,8 @@ export class Tessera {
     this.organizations = new Organizations(this);
     /** API tokens. */
     this.apiTokens = new ApiTokens(this);
+    /** The deployment's webhook endpoints (a system administrator or a service token). */
+    this.webhookEndpoints = new WebhookEndpoints(this);
   }
 
   /**

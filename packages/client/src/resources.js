@@ -189,3 +189,67 @@ export class ApiTokens {
     return data.createAPIToken;
   }
 }
+
+/** `webhookEndpoints.*`: where the deployment's events go (a system administrator or a service token; docs/contract.md §7). */
+export class WebhookEndpoints {
+  #t;
+  /** @param {Tessera} tessera */
+  constructor(tessera) {
+    this.#t = tessera;
+  }
+  /** Every endpoint, the settings' ones (`settings-<n>`, read-only) included; never a secret (`GET /v1/webhook-endpoints`). @returns {Promise<SuccessBody<'webhooks_listWebhookEndpoints'>>} */
+  list() {
+    return this.#t.settle(this.#t.raw.GET('/v1/webhook-endpoints'));
+  }
+  /**
+   * Adds an endpoint; its `secret` is shown only in this answer (`POST /v1/webhook-endpoints`).
+   * @param {RequestBody<'webhooks_createWebhookEndpoint'>} endpoint
+   * @returns {Promise<SuccessBody<'webhooks_createWebhookEndpoint'>>}
+   */
+  create(endpoint) {
+    return this.#t.settle(this.#t.raw.POST('/v1/webhook-endpoints', { body: endpoint }));
+  }
+  /**
+   * One endpoint (`GET /v1/webhook-endpoints/{id}`).
+   * @param {string} id
+   * @returns {Promise<SuccessBody<'webhooks_getWebhookEndpoint'>>}
+   */
+  get(id) {
+    return this.#t.settle(this.#t.raw.GET('/v1/webhook-endpoints/{id}', { params: { path: { id } } }));
+  }
+  /**
+   * Changes an endpoint: url, description, eventTypes, enabled (`PATCH /v1/webhook-endpoints/{id}`).
+   * @param {string} id
+   * @param {RequestBody<'webhooks_updateWebhookEndpoint'>} changes
+   * @returns {Promise<SuccessBody<'webhooks_updateWebhookEndpoint'>>}
+   */
+  update(id, changes) {
+    return this.#t.settle(this.#t.raw.PATCH('/v1/webhook-endpoints/{id}', { params: { path: { id } }, body: changes }));
+  }
+  /**
+   * Deletes an endpoint; its pending deliveries end as failed (`DELETE /v1/webhook-endpoints/{id}`).
+   * @param {string} id
+   * @returns {Promise<SuccessBody<'webhooks_deleteWebhookEndpoint'>>}
+   */
+  delete(id) {
+    return this.#t.settle(this.#t.raw.DELETE('/v1/webhook-endpoints/{id}', { params: { path: { id } } }));
+  }
+  /**
+   * A new secret (shown only here); the old one keeps signing for `overlapSeconds` (`POST /v1/webhook-endpoints/{id}/rotate-secret`).
+   * @param {string} id
+   * @param {{ overlapSeconds?: number | undefined }} [options]
+   * @returns {Promise<SuccessBody<'webhooks_webhookEndpointsRotateSecret'>>}
+   */
+  rotateSecret(id, options = {}) {
+    const body = options.overlapSeconds === undefined ? {} : { overlapSeconds: options.overlapSeconds };
+    return this.#t.settle(this.#t.raw.POST('/v1/webhook-endpoints/{id}/rotate-secret', { params: { path: { id } }, body }));
+  }
+  /**
+   * Sends a `webhook.test` event to this endpoint alone, now; answers its delivery (`POST /v1/webhook-endpoints/{id}/test`).
+   * @param {string} id
+   * @returns {Promise<SuccessBody<'webhooks_webhookEndpointsTest'>>}
+   */
+  test(id) {
+    return this.#t.settle(this.#t.raw.POST('/v1/webhook-endpoints/{id}/test', { params: { path: { id } } }));
+  }
+}

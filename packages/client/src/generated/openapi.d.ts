@@ -415,7 +415,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Webhook deliveries, newest first, with their attempts (system administrators) */
+        /** Webhook deliveries, newest first, with their attempts (system administrators, service tokens) */
         get: operations["webhooks_listDeliveries"];
         put?: never;
         post?: never;
@@ -434,8 +434,79 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Deliver one again now: same webhook-id, a new signature; a delivered one is replayed (system administrators) */
+        /** Deliver one again now: same webhook-id, a new signature; a delivered one is replayed (system administrators, service tokens) */
         post: operations["webhooks_deliveriesRetry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The deployment's webhook endpoints: the settings' (read-only) and those made through the API (system administrators, service tokens) */
+        get: operations["webhooks_listWebhookEndpoints"];
+        put?: never;
+        /** Add a webhook endpoint: every event written from now on whose type it lists goes to it; its secret is shown only here (system administrators, service tokens) */
+        post: operations["webhooks_createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One webhook endpoint, never its secret (system administrators, service tokens) */
+        get: operations["webhooks_getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /** Delete a webhook endpoint: its pending deliveries end as failed (endpoint_removed). Not a settings endpoint (403) */
+        delete: operations["webhooks_deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        /** Change a webhook endpoint: a new url applies from the next attempt; disabling ends its pending deliveries as failed (endpoint_removed). Not a settings endpoint (403) */
+        patch: operations["webhooks_updateWebhookEndpoint"];
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new secret, shown only here; until the overlap ends every delivery carries both signatures (v1,<new> v1,<old>). A rotation during an overlap ends the older one. Not a settings endpoint (403) */
+        post: operations["webhooks_webhookEndpointsRotateSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a webhook.test event (data: {endpointId}) to this endpoint alone, now; answers its delivery. A disabled endpoint → 409 */
+        post: operations["webhooks_webhookEndpointsTest"];
         delete?: never;
         options?: never;
         head?: never;
@@ -701,6 +772,26 @@ export interface webhooks {
          * @description An integration was deleted; its grant is revoked at the provider after commit.
          */
         post: operations["webhook_integration_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description A test event sent to one endpoint by hand; about no organization. Answer 2xx.
+         */
+        post: operations["webhook_webhook_test"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4953,7 +5044,7 @@ export interface operations {
         parameters: {
             query?: {
                 status?: "pending" | "delivered" | "failed";
-                eventType?: "organization.created" | "organization.deleted" | "organization.member_invited" | "integration.connected" | "integration.connect_failed" | "integration.status_changed" | "integration.deleted";
+                eventType?: "organization.created" | "organization.deleted" | "organization.member_invited" | "integration.connected" | "integration.connect_failed" | "integration.status_changed" | "integration.deleted" | "webhook.test";
                 /** @description Page size, 1–100 (default 20) */
                 first?: number;
                 /** @description The endCursor of the page before */
@@ -4979,10 +5070,12 @@ export interface operations {
                             id: string;
                             eventId: string;
                             eventType: string;
-                            organizationId: string;
+                            organizationId: string | null;
                             /** @description The webhook's URL without userinfo or query */
                             endpoint: string;
+                            endpointId: string | null;
                             status: "pending" | "delivered" | "failed";
+                            error: string | null;
                             /** @description The latest attempts, oldest first (at most 20) */
                             attempts: {
                                 /** Format: date-time */
@@ -5093,10 +5186,890 @@ export interface operations {
                             id: string;
                             eventId: string;
                             eventType: string;
-                            organizationId: string;
+                            organizationId: string | null;
                             /** @description The webhook's URL without userinfo or query */
                             endpoint: string;
+                            endpointId: string | null;
                             status: "pending" | "delivered" | "failed";
+                            error: string | null;
+                            /** @description The latest attempts, oldest first (at most 20) */
+                            attempts: {
+                                /** Format: date-time */
+                                at: string;
+                                responseStatus: number | null;
+                                error: string | null;
+                                durationMs: number;
+                                /** @description A retry by hand of a delivery already delivered */
+                                replay: boolean;
+                            }[];
+                            /** @description Attempts made in all */
+                            attemptCount: number;
+                            nextAttemptAt: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN, CSRF_INVALID */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_listWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        endpoints: {
+                            /** @description whe_<ULID>, or settings-<n> for the settings (EVENTS_WEBHOOK_URL) */
+                            id: string;
+                            /** @description The URL (a settings endpoint's without userinfo or query) */
+                            url: string;
+                            description: string | null;
+                            eventTypes: string[];
+                            enabled: boolean;
+                            source: "settings" | "api";
+                            createdAt: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description https (http only to a loopback host in development); in production its host must pass the outbound guard */
+                    url: string;
+                    description?: string;
+                    /** @description Event types it receives (organization.created, organization.deleted, organization.member_invited, integration.connected, integration.connect_failed, integration.status_changed, integration.deleted); absent: every type. webhook.test is refused: the test route sends it */
+                    eventTypes?: string[];
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        endpoint: {
+                            /** @description whe_<ULID>, or settings-<n> for the settings (EVENTS_WEBHOOK_URL) */
+                            id: string;
+                            /** @description The URL (a settings endpoint's without userinfo or query) */
+                            url: string;
+                            description: string | null;
+                            eventTypes: string[];
+                            enabled: boolean;
+                            source: "settings" | "api";
+                            createdAt: string | null;
+                            /** @description whsec_ and the base64 of 32 random bytes: shown only in this answer */
+                            secret: string;
+                        };
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN, CSRF_INVALID */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        endpoint: {
+                            /** @description whe_<ULID>, or settings-<n> for the settings (EVENTS_WEBHOOK_URL) */
+                            id: string;
+                            /** @description The URL (a settings endpoint's without userinfo or query) */
+                            url: string;
+                            description: string | null;
+                            eventTypes: string[];
+                            enabled: boolean;
+                            source: "settings" | "api";
+                            createdAt: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN, CSRF_INVALID */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description https (http only to a loopback host in development); in production its host must pass the outbound guard */
+                    url?: string;
+                    description?: string | null;
+                    /** @description Event types it receives (organization.created, organization.deleted, organization.member_invited, integration.connected, integration.connect_failed, integration.status_changed, integration.deleted); absent: every type. webhook.test is refused: the test route sends it */
+                    eventTypes?: string[];
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        endpoint: {
+                            /** @description whe_<ULID>, or settings-<n> for the settings (EVENTS_WEBHOOK_URL) */
+                            id: string;
+                            /** @description The URL (a settings endpoint's without userinfo or query) */
+                            url: string;
+                            description: string | null;
+                            eventTypes: string[];
+                            enabled: boolean;
+                            source: "settings" | "api";
+                            createdAt: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN, CSRF_INVALID */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_webhookEndpointsRotateSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description How long the old secret keeps signing: 1–604800 seconds (default 86400)
+                     * @default 86400
+                     */
+                    overlapSeconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @description whsec_ and the base64 of 32 random bytes: shown only in this answer */
+                        secret: string;
+                        /** Format: date-time */
+                        overlapEndsAt: string;
+                    };
+                };
+            };
+            /** @description INVALID_INPUT */
+            400: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FORBIDDEN, CSRF_INVALID */
+            403: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    webhooks_webhookEndpointsTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        delivery: {
+                            id: string;
+                            eventId: string;
+                            eventType: string;
+                            organizationId: string | null;
+                            /** @description The webhook's URL without userinfo or query */
+                            endpoint: string;
+                            endpointId: string | null;
+                            status: "pending" | "delivered" | "failed";
+                            error: string | null;
                             /** @description The latest attempts, oldest first (at most 20) */
                             attempts: {
                                 /** Format: date-time */
@@ -6375,6 +7348,47 @@ export interface operations {
                             provider: string;
                             name?: string;
                         };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Delivered; anything else is retried with backoff */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every retry: deduplicate on it */
+                "webhook-id": string;
+                /** @description Seconds since the epoch of this attempt */
+                "webhook-timestamp": string;
+                /** @description v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"> keyed by the secret after whsec_ */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description evt_<ULID>; also the webhook-id header, the same on every retry */
+                    id: string;
+                    /** @constant */
+                    type: "webhook.test";
+                    /** Format: date-time */
+                    occurredAt: string;
+                    /** @description A test event sent to one endpoint by hand; about no organization. Answer 2xx. */
+                    data: {
+                        /** @description The endpoint it was sent to (whe_… or settings-<n>) */
+                        endpointId: string;
                     };
                 };
             };
