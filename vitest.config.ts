@@ -20,6 +20,7 @@ export const SLOW = [
   // spawned `tessera` processes (servers, the CLI on a local store, npm pack/install)
   'test/cli-fakes.test.ts',
   'test/cli-local.test.ts',
+  'test/cli-service-tokens.test.ts',
   'test/database-outage.test.ts',
   'test/demo.test.ts',
   'test/client-package.test.ts',

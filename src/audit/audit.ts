@@ -70,7 +70,7 @@ export function actorValues(actor: AuditActor): Pick<AuditValues, 'actorUserId' 
   return {
     actorUserId: sql`${principal?.userId ?? actor.userId ?? null}::text`,
     impersonatorUserId: sql`${principal?.impersonatorId ?? null}::text`,
-    credentialKind: sql`${principal?.kind ?? (actor.provider ? 'provider' : null)}::text`,
+    credentialKind: sql`${principal?.kind ?? (actor.provider ? 'provider' : actor.operator ? 'operator' : null)}::text`,
     credentialId: sql`${principal?.credentialId ?? actor.provider ?? null}::text`,
     requestId: sql`${actor.requestId}::text`,
   };

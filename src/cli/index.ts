@@ -156,6 +156,26 @@ export function buildProgram(): Command {
     action(async (id: string, options: ApiOptions) => (await api()).deleteWebhook(id, options)),
   );
 
+  const serviceTokens = program
+    .command('service-tokens')
+    .description("the deployment's service tokens, on the configured database (the operator's commands, like migrate: no login; the embedded database needs the server stopped)");
+  serviceTokens
+    .command('create <name>')
+    .description('create a service token and print its value beside its id (shown this once)')
+    .option('--expires-in <days>', 'days until it expires (default: never)', positiveInteger)
+    .option('--json', 'print JSON for scripts')
+    .action(action(async (name: string, options: { expiresIn?: number; json?: boolean }) => (await import('./service-tokens.ts')).createCommand(name, options)));
+  serviceTokens
+    .command('list')
+    .description('list the service tokens, newest first (never a value)')
+    .option('--json', 'print JSON for scripts')
+    .action(action(async (options: { json?: boolean }) => (await import('./service-tokens.ts')).listCommand(options)));
+  serviceTokens
+    .command('revoke <id>')
+    .description('revoke a service token: refused from its next request on, and the connect sessions it minted end')
+    .option('--json', 'print JSON for scripts')
+    .action(action(async (id: string, options: { json?: boolean }) => (await import('./service-tokens.ts')).revokeCommand(id, options)));
+
   const apiTokens = program.command('api-tokens').description("an organization's API tokens");
   apiCommand(apiTokens, 'create <name>', 'create an API token and print it (shown this once)').action(
     action(async (name: string, options: ApiOptions) => (await api()).createApiToken(name, options)),

@@ -17,6 +17,8 @@ export interface AuditActor {
   userId?: string;
   /** A provider acting through its signed events (docs/contract.md §5b): credential kind `provider`, its id the credential. */
   provider?: string;
+  /** The deployment's operator at its command line, on the database (`tessera service-tokens`, docs/contract.md §10): credential kind `operator`. */
+  operator?: true;
 }
 
 /** A transaction and who acts in it: what a service function that queues no event needs. */

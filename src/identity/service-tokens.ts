@@ -38,9 +38,18 @@ function requireSystemAdmin(principal: Principal | null): Principal & { userId: 
   return user;
 }
 
+/**
+ * Who manages service tokens: a system administrator (their user id, the token's creator), or the
+ * deployment's operator at the command line on the database (`tessera service-tokens`: no user).
+ */
+function requireManager(actor: Work['actor']): { userId: string | null } {
+  if (actor.operator && actor.principal === null) return { userId: null };
+  return requireSystemAdmin(actor.principal);
+}
+
 /** Creates a service token: its value is in the answer, this once only. */
 export async function createServiceToken(work: Work, input: { name: string; expiresAt?: Date | null }): Promise<Created<TokenInfo>> {
-  const admin = requireSystemAdmin(work.actor.principal);
+  const admin = requireManager(work.actor);
   const name = assertName(input.name);
   assertFuture(input.expiresAt);
   const token = newOpaqueToken(SERVICE_TOKEN_PREFIX);
@@ -55,7 +64,7 @@ export async function createServiceToken(work: Work, input: { name: string; expi
 
 /** Every service token, newest first, without values. */
 export async function listServiceTokens(work: Work): Promise<TokenInfo[]> {
-  requireSystemAdmin(work.actor.principal);
+  requireManager(work.actor);
   const rows = await work.db.select().from(serviceTokens).orderBy(desc(serviceTokens.id));
   return rows.map((row) => tokenInfo(row, SERVICE_TOKEN_PREFIX));
 }
@@ -65,7 +74,7 @@ export async function listServiceTokens(work: Work): Promise<TokenInfo[]> {
  * sessions it minted, in any organization, are revoked with it (decision 97).
  */
 export async function revokeServiceToken(work: Work, input: { id: string }): Promise<TokenInfo> {
-  requireSystemAdmin(work.actor.principal);
+  requireManager(work.actor);
   const [row] = await work.db
     .update(serviceTokens)
     .set({ revokedAt: new Date() })
