@@ -24,6 +24,16 @@ const CONTRACT_COMMANDS = [
   'sessions create',
   'orgs create',
   'api-tokens create',
+  // docs/contract.md §10: the operator's commands on the database.
+  'service-tokens create',
+  'service-tokens list',
+  'service-tokens revoke',
+  // docs/contract.md §7: webhook endpoints.
+  'webhooks list',
+  'webhooks add',
+  'webhooks rotate',
+  'webhooks test',
+  'webhooks delete',
 ];
 
 let gh: FakeProvider;
