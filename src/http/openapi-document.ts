@@ -116,13 +116,13 @@ export function finishDocument(document: Json, multiSegment: ReadonlySet<string>
   return document;
 }
 
-/** The tags the operations (of paths and webhooks) use, in the order of `TAGS`, each with its description; a tag `TAGS` lacks is declared bare. */
+/** The tags the operations (of paths and webhooks) use, in the order of `TAGS`, each with its description (a tag `TAGS` lacks: a plain one, until it is added there). */
 function declaredTags(items: Json[]): { name: string; description?: string }[] {
   const used = new Set<string>();
   for (const item of items) for (const method of METHODS) for (const tag of ((item[method] as Json | undefined)?.tags as string[] | undefined) ?? []) used.add(tag);
   const known = Object.keys(TAGS);
   const order = (tag: string) => (known.includes(tag) ? known.indexOf(tag) : known.length);
-  return [...used].sort((a, b) => order(a) - order(b) || a.localeCompare(b)).map((name) => (TAGS[name] ? { name, description: TAGS[name] } : { name }));
+  return [...used].sort((a, b) => order(a) - order(b) || a.localeCompare(b)).map((name) => ({ name, description: TAGS[name] ?? `The ${name} routes` }));
 }
 
 /**
