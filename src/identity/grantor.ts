@@ -5,18 +5,10 @@
  * delegated thing asks the same question and a statement can fold it into its own lookup.
  */
 import type { SQL, SQLWrapper } from 'drizzle-orm';
-import { type Db, queryRows, sql } from '../db/client.ts';
+import { sql } from '../db/client.ts';
 import { CREDENTIAL_KINDS, KINDS, kindLiteral } from './credential-kinds.ts';
 
-/** Who minted a delegated credential: the minting credential's kind and id, and its user (null for an API token). */
-export interface Grantor {
-  /** A credential kind's name (identity/credential-kinds.ts): `jwt` is a login session, the id the session's. */
-  kind: string;
-  credentialId: string;
-  userId: string | null;
-}
-
-/** The same, as SQL expressions: columns of the delegated row, or parameters. */
+/** Who minted a delegated credential, as SQL expressions (columns of the delegated row, or parameters): the minting credential's kind (identity/credential-kinds.ts; `jwt` is a login session) and id, and its user (null for an API or service token). */
 export interface GrantorColumns {
   kind: SQLWrapper;
   credentialId: SQLWrapper;
@@ -49,13 +41,4 @@ export function grantorAuthorized(organizationId: SQLWrapper, grantor: GrantorCo
       ELSE false END
     FROM (SELECT ${organizationId}::text AS org, ${grantor.kind}::text AS kind, ${grantor.credentialId}::text AS cid, ${grantor.userId}::text AS uid,
                  ${manager}::boolean AS manager) g)`;
-}
-
-/** `grantorAuthorized` as a statement of its own, for a grantor at hand (`manager`: it must still be owner or admin, the default). */
-export async function grantorStillAuthorized(db: Db, organizationId: string, grantor: Grantor, manager = true): Promise<boolean> {
-  const [row] = await queryRows<{ alive: boolean }>(
-    db,
-    sql`SELECT ${grantorAuthorized(sql`${organizationId}`, { kind: sql`${grantor.kind}`, credentialId: sql`${grantor.credentialId}`, userId: sql`${grantor.userId}` }, sql`${manager}`)} AS alive`,
-  );
-  return row?.alive === true;
 }
