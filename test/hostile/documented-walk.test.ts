@@ -118,6 +118,15 @@ describe('every documented route, walked as documented', () => {
     await call('find organizations (system administrator)', 'GET', '/v1/organizations?q=second&first=5', 200, auth);
     const deliveries = await call('webhook deliveries', 'GET', '/v1/webhooks/deliveries?status=pending&eventType=organization.created&first=5', 200, auth);
     await call('retry a delivery', 'POST', `/v1/webhooks/deliveries/${deliveries.json().deliveries[0]?.id}/retry`, 200, auth);
+    // Webhook endpoints as data (docs/contract.md §7): the deployment's, managed by a system administrator or a service token.
+    const endpoint = await call('add a webhook endpoint', 'POST', '/v1/webhook-endpoints', 201, auth, { url: 'http://127.0.0.1:9/walk-hook', description: 'walk', eventTypes: ['integration.connected'] });
+    const endpointId = endpoint.json().endpoint.id as string;
+    await call('list webhook endpoints (service token)', 'GET', '/v1/webhook-endpoints', 200, bearer(serviceToken));
+    await call('read a webhook endpoint', 'GET', `/v1/webhook-endpoints/${endpointId}`, 200, auth);
+    await call('change a webhook endpoint', 'PATCH', `/v1/webhook-endpoints/${endpointId}`, 200, auth, { eventTypes: ['integration.connected', 'integration.deleted'] });
+    await call("rotate a webhook endpoint's secret", 'POST', `/v1/webhook-endpoints/${endpointId}/rotate-secret`, 200, auth, { overlapSeconds: 60 });
+    await call('send a test event', 'POST', `/v1/webhook-endpoints/${endpointId}/test`, 200, auth);
+    await call('delete a webhook endpoint', 'DELETE', `/v1/webhook-endpoints/${endpointId}`, 200, auth);
     await call('account access (service token)', 'GET', '/v1/account/access', 200, { ...bearer(serviceToken), 'x-organization-id': organizationId });
     await call('offboard organization', 'DELETE', `/v1/organizations/${secondId}`, 200, auth);
     // A provider's signed events (docs/contract.md §5b): Slack's URL check, and a GitHub event naming no one here.
