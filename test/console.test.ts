@@ -361,6 +361,11 @@ describe('the console, as a system administrator', () => {
     const { page, context, errors } = await newPage();
     await signIn(page, ADMIN);
     await open(page, 'Webhook deliveries');
+    // The endpoints the deliveries go to (docs/contract.md §7): here, the settings' one, never its secret.
+    const settingsEndpoint = page.locator('#endpoint-list li[data-endpoint="settings-0"]');
+    await expect.poll(() => settingsEndpoint.textContent(), WAIT).toContain('the settings (EVENTS_WEBHOOK_URL)');
+    expect(await settingsEndpoint.locator('.badge').textContent()).toContain('Enabled');
+    expect(await page.locator('#endpoint-list').textContent()).not.toContain('whsec_');
     await page.getByLabel('Status').selectOption('failed');
     await expect
       .poll(async () => {

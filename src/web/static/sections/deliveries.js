@@ -51,8 +51,13 @@ class DeliveriesView {
       void this.ctx.run(form.querySelector('button'), () => this.load());
     });
     this.listBlock = h('div', { id: 'delivery-list' });
+    this.endpointBlock = h('div', { id: 'endpoint-list' });
     root.append(
       sectionHead('deliveries', 'Webhook deliveries', actionButton('Reload', ' the deliveries', 'reload-deliveries', (button) => this.ctx.run(button, () => this.load()))),
+      h('h3', { text: 'Endpoints' }),
+      h('p', { class: 'note', text: 'Where events go: the settings’ endpoint (EVENTS_WEBHOOK_URL) and those added through the API or `tessera webhooks add`, which also change, rotate and test them.' }),
+      this.endpointBlock,
+      h('h3', { text: 'Deliveries' }),
       h('p', { class: 'note', text: 'Events Tessera sent to your webhooks, newest first. A delivery still failing three days (EVENTS_WEBHOOK_MAX_AGE) after its event is given up; retry it here once the receiver works.' }),
       form,
       this.listBlock,
@@ -60,6 +65,7 @@ class DeliveriesView {
   }
 
   async load() {
+    await this.loadEndpoints();
     const params = new URLSearchParams({ first: '20' });
     if (this.filter.status) params.set('status', this.filter.status);
     if (this.filter.eventType) params.set('eventType', this.filter.eventType);
@@ -74,6 +80,38 @@ class DeliveriesView {
       return;
     }
     this.render();
+  }
+
+  /** The endpoints, each with where it came from, whether it is on, and what it receives. */
+  async loadEndpoints() {
+    let endpoints;
+    try {
+      endpoints = (await this.ctx.deployment.api('GET', '/v1/webhook-endpoints')).endpoints;
+    } catch (error) {
+      this.endpointBlock.replaceChildren(h('p', { class: 'message-error', text: `The endpoints could not be loaded: ${describeError(error)}` }));
+      return;
+    }
+    this.endpointBlock.replaceChildren(
+      endpoints.length === 0
+        ? h('p', { class: 'muted', text: 'No endpoint: events are kept, and delivered to none.' })
+        : h(
+            'ul',
+            { class: 'rows', 'aria-label': 'Webhook endpoints' },
+            endpoints.map((endpoint) =>
+              h(
+                'li',
+                { class: 'row', 'data-endpoint': endpoint.id },
+                h('p', { class: 'row-title' }, h('code', { text: endpoint.url }), ' ', badge(endpoint.enabled ? 'connected' : 'warning', endpoint.enabled ? 'Enabled' : 'Disabled')),
+                facts([
+                  ['Id', endpoint.id],
+                  ['From', endpoint.source === 'settings' ? 'the settings (EVENTS_WEBHOOK_URL)' : 'the API'],
+                  ['Receives', endpoint.eventTypes.join(', ')],
+                  ['Description', endpoint.description || null],
+                ]),
+              ),
+            ),
+          ),
+    );
   }
 
   render() {
