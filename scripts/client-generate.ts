@@ -4,7 +4,7 @@
  * database or settings of yours needed), or from a running one with `-- --url http://host:port`.
  * A test (test/client-generate.test.ts) renders the same files and fails when they drift.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { astToString, COMMENT_HEADER, type OpenAPI3, default as openapiTS } from 'openapi-typescript';
 import { buildApp } from '../src/app.ts';
@@ -13,6 +13,17 @@ import { openPglite } from '../src/db/client.ts';
 import { createLogger } from '../src/http/logging.ts';
 
 type Json = Record<string, unknown>;
+
+/** The client's package.json, whose version is the API description's it was generated from. */
+export const CLIENT_PACKAGE = new URL('../packages/client/package.json', import.meta.url);
+
+/** The client's package.json with `version` set to the document's `info.version` (unchanged text when it already is). */
+export function clientPackageFor(document: Json): string {
+  const text = readFileSync(CLIENT_PACKAGE, 'utf8');
+  const version = String((document.info as Json | undefined)?.version);
+  const manifest = JSON.parse(text) as Json;
+  return manifest.version === version ? text : `${JSON.stringify({ ...manifest, version }, null, 2)}\n`;
+}
 
 /** Where the generated files live, by name. */
 export const GENERATED_DIR = new URL('../packages/client/src/generated/', import.meta.url);
@@ -69,4 +80,7 @@ if (import.meta.filename === resolve(process.argv[1] ?? '')) {
     writeFileSync(target, text);
     process.stdout.write(`wrote ${target.pathname}\n`);
   }
+  // Its version is the description's: a product reading @tessera/client@X knows which API it speaks.
+  writeFileSync(CLIENT_PACKAGE, clientPackageFor(document));
+  process.stdout.write(`wrote ${CLIENT_PACKAGE.pathname}\n`);
 }

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GENERATED_DIR, renderClientFiles } from '../scripts/client-generate.ts';
+import { CLIENT_PACKAGE, clientPackageFor, GENERATED_DIR, renderClientFiles } from '../scripts/client-generate.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
@@ -33,6 +33,18 @@ describe('packages/client/src/generated', () => {
       expect(readFileSync(new URL(name, GENERATED_DIR), 'utf8'), `${name} drifted from the routes: run npm run client:generate`).toBe(text);
     }
     expect(files['multi-segment.js']).toContain('"/v1/integrations/{provider}/proxy/{path}": [\n    "path"\n  ]');
+  });
+
+  it("carries the version of the API description it was generated from, which is Tessera's", async () => {
+    const document = await served(t);
+    const version = (document.info as { version: string }).version;
+    expect(version).toBe((JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version);
+    expect(version).toMatch(/^\d+\.\d+\.\d+$/);
+    expect((JSON.parse(readFileSync(CLIENT_PACKAGE, 'utf8')) as { version: string }).version, 'run npm run client:generate').toBe(version);
+    // The generator writes it: a document of another version gives the manifest that version, and changes nothing else.
+    const other = JSON.parse(clientPackageFor({ ...document, info: { ...(document.info as object), version: '9.8.7' } })) as Record<string, unknown>;
+    expect(other).toEqual({ ...JSON.parse(readFileSync(CLIENT_PACKAGE, 'utf8')), version: '9.8.7' });
+    expect(clientPackageFor(document)).toBe(readFileSync(CLIENT_PACKAGE, 'utf8'));
   });
 
   it('changes when a route does: the comparison above would catch it', async () => {

@@ -1,8 +1,15 @@
+import { readFileSync } from 'node:fs';
 import fastifySwagger from '@fastify/swagger';
 import type { Config } from '../config/load.ts';
 import { EVENT_DATA, EVENT_TYPES, eventEnvelope, WEBHOOK_TEST_DATA, WEBHOOK_TEST_TYPE } from '../events/types.ts';
 import { finishDocument, nameWildcard } from './openapi-document.ts';
 import type { TypedFastify } from './typed.ts';
+
+/**
+ * The API description's version: Tessera's own (package.json). @tessera/client is generated from
+ * this document and carries the same version (scripts/client-generate.ts; test client-generate).
+ */
+export const API_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 /** Registers the OpenAPI generator (docs/contract.md §8): every route registered after it is documented from its schema. */
 export async function registerOpenApi(fastify: TypedFastify, config: Config): Promise<void> {
@@ -19,7 +26,7 @@ export async function registerOpenApi(fastify: TypedFastify, config: Config): Pr
       openapi: '3.1.0',
       info: {
         title: 'Tessera',
-        version: '1',
+        version: API_VERSION,
         description: 'Organization-scoped OAuth integrations: connect, store encrypted, keep alive, hand out.',
         license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
       },
