@@ -156,18 +156,11 @@ async function providerChecks(config: Config, timeoutSeconds: number): Promise<C
   return Promise.all(probes);
 }
 
-/**
- * One endpoint's check: it passes when its host answers HTTP at all (docs/contract.md §10), and
- * says the status; a 404 or 410 says too that a mistyped path in the setting would look like this.
- */
-export async function endpointCheck(check: string, url: string, setting: string, timeoutSeconds: number): Promise<Check> {
+async function endpointCheck(check: string, url: string, setting: string, timeoutSeconds: number): Promise<Check> {
   const parsed = new URL(url);
   const shown = `${parsed.origin}${parsed.pathname}`;
   const result = await probe(url, timeoutSeconds * 1000);
-  if (result.ok) {
-    const gone = result.status === 404 || result.status === 410 ? ` (no such path there: if that is not expected, check the path in ${setting})` : '';
-    return { check, status: 'ok', detail: `${shown} answered HTTP ${result.status} in ${result.ms} ms${gone}` };
-  }
+  if (result.ok) return { check, status: 'ok', detail: `${shown} answered HTTP ${result.status} in ${result.ms} ms` };
   const host = parsed.host;
   const fix = {
     dns: `${parsed.hostname} does not resolve from here: check ${setting} (or this machine's DNS)`,
