@@ -11,6 +11,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { queryRows } from '../../src/db/client.ts';
 import { SessionTokens } from '../../src/identity/credentials.ts';
 import type { FakeProvider } from '../fakes/common.ts';
 import { startFakeGitHub } from '../fakes/github.ts';
@@ -175,9 +176,23 @@ export async function heal(): Promise<void> {
   }
   const listed = await t.fastify.inject({ url: '/v1/integrations', headers: bearer(world.owner.token) });
   const integrations = listed.json().integrations as { provider: Provider; status: string }[];
-  for (const provider of ['github', 'slack'] as const) {
+  const missing = (['github', 'slack'] as const).filter((provider) => {
     const found = integrations.find((i) => i.provider === provider);
-    if (!found || found.status === 'invalid') await connectProvider(provider);
+    return !found || found.status === 'invalid';
+  });
+  // A deleted integration's grant is revoked at the provider after the commit (decision 131): a
+  // revocation still on its way would end the grant a reconnect is about to be given, so wait it out.
+  if (missing.length > 0) await grantRevocationsSettled();
+  for (const provider of missing) await connectProvider(provider);
+}
+
+/** Waits (at most 10 s) until no grant revocation of the owner's organization is pending. */
+async function grantRevocationsSettled(): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const [row] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM grant_revocations WHERE organization_id = ${world.owner.organizationId}`);
+    if ((row?.n ?? 0) === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
