@@ -13,7 +13,7 @@ import { AppError } from '../ground/errors.ts';
 import type { Work } from '../ground/work.ts';
 import { newId } from '../lib/ids.ts';
 import { assertFuture, assertName, type Created, type TokenInfo, tokenInfo } from './access-tokens.ts';
-import { requireUser } from './authorize.ts';
+import { requireSystemAdmin } from './authorize.ts';
 import { remember } from '../lib/bounded.ts';
 import { type CallerColumns, principalFromCaller } from './caller-check.ts';
 import { CREDENTIAL_KINDS, type DeferredCredential, KIND, kindLiteral } from './credential-kinds.ts';
@@ -29,14 +29,6 @@ const SERVICE_TOKEN = KIND.service_token;
  * ids are ULIDs (upper case): no organization has it.
  */
 export const DEPLOYMENT = 'deployment';
-
-/** The caller, if a system administrator with their own session or PAT (not impersonated). */
-function requireSystemAdmin(principal: Principal | null): Principal & { userId: string } {
-  const user = requireUser(principal);
-  if (user.impersonatorId) throw new AppError('FORBIDDEN', { message: 'Not allowed while impersonating' });
-  if (!user.systemAdmin) throw new AppError('FORBIDDEN', { message: 'Only system administrators manage service tokens' });
-  return user;
-}
 
 /**
  * Who manages service tokens: a system administrator (their user id, the token's creator), or the
