@@ -22,6 +22,7 @@ import { SessionTokens } from './identity/credentials.ts';
 import { PasswordHasher } from './identity/password.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { identitySlots } from './identity/steps.ts';
+import { AppCatalog } from './integrations/apps/catalog.ts';
 import { buildProviderRegistry } from './integrations/providers/registry.ts';
 import { createOutboundGuard, type OutboundGuardOptions } from './lib/outbound.ts';
 import { integrationRoutes } from './integrations/routes/index.ts';
@@ -133,6 +134,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
   const db = database.db;
   const outbox = createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring });
   const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds), outboundGuard);
+  const apps = new AppCatalog({ providers, config });
   const services: Services = {
     config,
     outbound: outboundGuard,
@@ -149,12 +151,14 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     outbox,
     dispatcher,
     providers,
+    apps,
     stateCodec: new StateCodec(config.keyring),
     forms: new FormGuard(db, { publicOrigin: config.server.publicOrigin, secure: config.isProduction }),
     // The token core gets what it uses, not this bag (decision 135).
     lifecycle: new TokenLifecycle({
       db,
       providers,
+      apps,
       config: { keyring: config.keyring },
       pool: { pglite: database.kind === 'pglite', size: config.db.poolMax },
       outbox,
@@ -162,7 +166,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
       logger,
       timeouts: { providerMs: config.oauth.providerTimeout * 1000, validationIntervalMs: config.oauth.validationInterval * 1000 },
     }),
-    revocations: new Revocations({ db, config, providers, logger }),
+    revocations: new Revocations({ db, config, providers, apps, logger }),
     logger,
     metrics,
   };

@@ -132,8 +132,8 @@ describe('start', () => {
     expect(res.json()).toEqual({
       success: true,
       providers: [
-        { id: 'github', displayName: 'GitHub', defaultScopes: ['read:user', 'user:email', 'repo', 'gist'], authMode: 'oauth2' },
-        { id: 'slack', displayName: 'Slack', defaultScopes: ['channels:read', 'chat:write', 'users:read'], authMode: 'oauth2' },
+        { id: 'github', displayName: 'GitHub', defaultScopes: ['read:user', 'user:email', 'repo', 'gist'], authMode: 'oauth2', apps: ['github'] },
+        { id: 'slack', displayName: 'Slack', defaultScopes: ['channels:read', 'chat:write', 'users:read'], authMode: 'oauth2', apps: ['slack'] },
       ],
     });
     expect(res.body).not.toContain(gh.clientSecret);

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { type CheckContext, checkSettings, type JwtKey, type Keyring } from './checks.ts';
 import { GeneratedSecrets, type SecretsToStore } from './generated-secrets.ts';
-import { ConfigSchema, type ProviderSettings, type RawConfig } from './schema.ts';
+import { ConfigSchema, type DeploymentAppSettings, type ProviderSettings, type RawConfig } from './schema.ts';
 import { ENV_SETTINGS, readSources } from './sources.ts';
 
 
@@ -24,6 +24,8 @@ export interface Config {
   retention: RawConfig['retention'];
   graphql: { introspection: boolean; maxDepth: number; maxCost: number; maxBatch: number };
   providers: Record<string, ProviderSettings>;
+  /** More deployment apps (docs/contract.md §5e), checked against the definitions by the registry. */
+  apps: DeploymentAppSettings[];
   /** The outbound guard (docs/contract.md §1): ranges production may reach for webhook endpoints and entered values. */
   outbound: { allowCidrs: string[] };
   /** Names of the secrets development mode generated (kept under DATA_DIR). */
@@ -111,6 +113,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     retention: config.retention,
     graphql: { ...config.graphql, introspection: config.graphql.introspection ?? !isProduction },
     providers,
+    apps: config.integrationOauthApps,
     outbound: { allowCidrs: outboundAllowCidrs },
     generatedSecrets: generated.used,
     secretsToStore: generated.toStore(),

@@ -57,6 +57,24 @@ const ProviderSettings = Type.Object(
   { additionalProperties: false },
 );
 
+/** A deployment app beside the settings' default one (docs/contract.md §5e): CONFIG_FILE only. */
+const DeploymentApp = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 63, pattern: '^[a-z0-9][a-z0-9-]{0,62}$' }),
+    provider: Type.String({ minLength: 1 }),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    clientId: Type.String({ minLength: 1, maxLength: 255, pattern: '^[A-Za-z0-9._~-]+$' }),
+    clientSecret: setting(Type.String({ minLength: 1 }), { secret: true }),
+    scopes: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    eventsSecret: Type.Optional(setting(Type.String({ minLength: 16, maxLength: 512 }), { secret: true })),
+    appId: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: '^[0-9]+$' })),
+    slug: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[a-z0-9][a-z0-9-]{0,99}$' })),
+    privateKey: Type.Optional(setting(Type.String({ minLength: 1 }), { secret: true })),
+    organizations: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+  },
+  { additionalProperties: false },
+);
+
 const Webhook = Type.Object(
   {
     // A webhook URL may carry a credential of the receiver's (a path token): secret too.
@@ -129,6 +147,7 @@ export const ConfigSchema = Type.Object(
     limits: section({
       organizationsPerUser: Count('LIMIT_ORGANIZATIONS_PER_USER', 1, 20, 'organizations one user may create'),
       apiTokens: Count('LIMIT_API_TOKENS', 1, 20, 'live API tokens one organization may hold'),
+      appsPerOrganization: Count('LIMIT_APPS_PER_ORGANIZATION', 1, 20, 'OAuth apps of its own one organization may hold'),
     }),
     oauth: section({
       statusMaxAge: Seconds('OAUTH_STATUS_MAX_AGE', 60, 'age after which status re-validates live'),
@@ -158,12 +177,14 @@ export const ConfigSchema = Type.Object(
       allowCidrs: List('OUTBOUND_ALLOW_CIDRS'),
     }),
     integrationOauthProvider: Type.Record(Type.String(), ProviderSettings, { default: {} }),
+    integrationOauthApps: Type.Array(DeploymentApp, { default: [] }),
   },
   { additionalProperties: false },
 );
 
 export type RawConfig = Static<typeof ConfigSchema>;
 export type ProviderSettings = Static<typeof ProviderSettings>;
+export type DeploymentAppSettings = Static<typeof DeploymentApp>;
 
 /** How an environment variable's text is read. */
 export type SettingKind = 'string' | 'int' | 'bool' | 'list';

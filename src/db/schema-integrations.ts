@@ -3,7 +3,7 @@
  * and connect sessions. Tenant tables: each leads its keys with `organization_id`.
  */
 import { sql } from 'drizzle-orm';
-import { boolean, check, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, check, foreignKey, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { createdAt, time, updatedAt } from './columns.ts';
 import { organizations } from './schema.ts';
 
@@ -19,6 +19,8 @@ export const integrations = pgTable(
     organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
     id: text('id').notNull(),
     provider: text('provider').notNull(),
+    /** The app that made its grant (docs/contract.md §5e): a deployment app's id (the provider's own id for its default), or an organization's app (a ULID). */
+    appId: text('app_id').notNull(),
     /** The end user's id, '' for the organization's own integration: part of the key (docs/contract.md §5d). */
     endUserKey: text('end_user_key').notNull().default(''),
     /** The end user as the product described them when they last connected; null for the organization's own. */
@@ -66,6 +68,7 @@ export const integrations = pgTable(
     index('integrations_next_validation_idx').on(t.nextValidationAt),
     // A provider's events name accounts and workspaces, not organizations: found across them (src/integrations/events/).
     index('integrations_provider_account_idx').on(t.provider, t.providerAccountId),
+    index('integrations_organization_app_idx').on(t.organizationId, t.appId),
     index('integrations_provider_workspace_idx').on(t.provider, t.providerWorkspaceId).where(sql`provider_workspace_id IS NOT NULL`),
   ],
 );
@@ -135,6 +138,8 @@ export const oauthStates = pgTable(
     /** Started in a popup opened by connect.js: the callback answers with a page that tells the opener. */
     popup: boolean('popup').notNull().default(false),
     provider: text('provider').notNull(),
+    /** The app the flow started with: the callback exchanges the code with its secret (docs/contract.md §5e). */
+    appId: text('app_id').notNull(),
     redirectUri: text('redirect_uri').notNull(),
     scopes: text('scopes').array().notNull(),
     /** The PKCE verifier, encrypted like any secret (null without PKCE). */
@@ -174,6 +179,8 @@ export const connectSessions = pgTable(
     secretHash: text('secret_hash').notNull(),
     redirectUri: text('redirect_uri').notNull(),
     allowedProviders: text('allowed_providers').array().notNull(),
+    /** The app chosen for its own provider (docs/contract.md §5e); null: the organization's default. */
+    appId: text('app_id'),
     endUser: jsonb('end_user').$type<EndUser | null>(),
     /** `pending`, `completed` or `revoked`; `expired` is read from `expires_at`. */
     status: text('status').$type<'pending' | 'completed' | 'revoked'>().notNull().default('pending'),
@@ -209,6 +216,11 @@ export const grantRevocations = pgTable(
     id: text('id').notNull(),
     integrationId: text('integration_id').notNull(),
     provider: text('provider').notNull(),
+    /** The app that made the grant: its credentials revoke it (docs/contract.md §5e). */
+    appId: text('app_id').notNull(),
+    /** An organization's app's credentials, sealed and bound to this row: the app may be deleted before the revocation is done. Null for a deployment app. */
+    appKeyId: text('app_key_id'),
+    appEnvelope: text('app_envelope'),
     /** What deleted the grant: `integration.deleted`, `organization.deleted`… (for logs). */
     reason: text('reason').notNull(),
     /** The integration's non-secret metadata: some providers' endpoints depend on it. */
@@ -228,4 +240,61 @@ export const grantRevocations = pgTable(
     index('grant_revocations_due_idx').on(t.nextAttemptAt),
     index('grant_revocations_key_id_idx').on(t.keyId),
   ],
+);
+
+/**
+ * An organization's own OAuth apps (docs/contract.md §5e). The deployment's apps come from the
+ * settings and have no row. Secrets live in `oauth_app_secrets`, never here.
+ */
+export const oauthApps = pgTable(
+  'oauth_apps',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    id: text('id').notNull(),
+    provider: text('provider').notNull(),
+    name: text('name').notNull(),
+    clientId: text('client_id').notNull(),
+    /** The scopes the app may request; null: the provider's configured set. */
+    scopes: text('scopes').array(),
+    /** A GitHub App's numeric id (`githubapp`). */
+    githubAppId: text('github_app_id'),
+    /** A GitHub App's URL name (`githubapp`): its install URL. */
+    slug: text('slug'),
+    hasEventsSecret: boolean('has_events_secret').notNull().default(false),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.id] }), index('oauth_apps_organization_provider_idx').on(t.organizationId, t.provider)],
+);
+
+/**
+ * An organization app's secrets — `{clientSecret?, eventsSecret?, privateKey?}` as JSON — in one
+ * envelope sealed like a token's and bound to the app and its organization. Never updated in
+ * place: a change deletes and inserts; key rotation re-seals it.
+ */
+export const oauthAppSecrets = pgTable(
+  'oauth_app_secrets',
+  {
+    organizationId: text('organization_id').notNull(),
+    appId: text('app_id').notNull(),
+    keyId: text('key_id').notNull(),
+    envelope: text('envelope').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.appId] }),
+    foreignKey({ name: 'oauth_app_secrets_app_fk', columns: [t.organizationId, t.appId], foreignColumns: [oauthApps.organizationId, oauthApps.id] }).onDelete('cascade'),
+    index('oauth_app_secrets_key_id_idx').on(t.keyId),
+  ],
+);
+
+/** Each organization's default app per provider (docs/contract.md §5e): at most one, a deployment app's id or one of its own. */
+export const organizationDefaultApps = pgTable(
+  'organization_default_apps',
+  {
+    organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    provider: text('provider').notNull(),
+    appId: text('app_id').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.provider] })],
 );

@@ -1,3 +1,5 @@
+import { appRef } from '../integrations/apps/catalog.ts';
+import type { AppRef } from '../integrations/providers/registry.ts';
 import SchemaBuilder from '@pothos/core';
 import { defaultFieldResolver, type GraphQLSchema } from 'graphql';
 import { type AuditRow, listAudit } from '../audit/audit.ts';
@@ -59,6 +61,14 @@ const ConnectedViaRef = builder.objectRef<ConnectedVia>('ConnectedVia').implemen
   }),
 });
 
+const AppRefRef = builder.objectRef<AppRef>('AppRef').implement({
+  description: 'The app that made a grant (docs/contract.md §5e): a deployment app, or one of the organization\'s own',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    owner: t.exposeString('owner', { description: '"deployment" or "organization"' }),
+  }),
+});
+
 const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implement({
   description: 'A connection to a provider account. Its tokens are never readable here.',
   fields: (t) => ({
@@ -66,6 +76,7 @@ const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implem
     name: t.string({ resolve: (i) => i.row.name }),
     kind: t.string({ resolve: (i) => i.row.provider }),
     provider: t.string({ resolve: (i) => i.row.provider }),
+    app: t.field({ type: AppRefRef, description: 'The app that made its grant: refresh, validation and revocation use its credentials', resolve: (i) => appRef(i.row.appId) }),
     description: t.string({ resolve: (i) => i.row.description }),
     status: t.string({ resolve: (i) => statusObject(i.row, i.displayName).status }),
     statusDetail: t.field({ type: StatusRef, resolve: (i) => statusObject(i.row, i.displayName) }),

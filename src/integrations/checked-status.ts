@@ -30,7 +30,7 @@ export interface StatusInput {
  * `work.db` must be the database, never an open transaction: the live check calls the provider
  * and commits its transitions on their own.
  */
-export async function checkedStatus(services: Pick<Services, 'providers' | 'config' | 'lifecycle'>, work: Work, input: StatusInput): Promise<StatusObject> {
+export async function checkedStatus(services: Pick<Services, 'providers' | 'apps' | 'config' | 'lifecycle'>, work: Work, input: StatusInput): Promise<StatusObject> {
   const caller = work.actor.principal;
   const principal = requireRole(caller, caller?.organizationId ?? '', 'member');
   if (!PROVIDER_ID.test(input.provider)) throw new AppError('INTEGRATION_NOT_FOUND');
@@ -41,6 +41,6 @@ export async function checkedStatus(services: Pick<Services, 'providers' | 'conf
   const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
   // Secrets are read and the provider asked only when the last validation is too old.
   if (row.status === 'invalid' || age <= services.config.oauth.statusMaxAge * 1000) return statusObject(row, configured.displayName);
-  const { loaded } = await services.lifecycle.check(await withSecrets({ db: work.db, providers: services.providers, config: services.config }, row), work.actor);
+  const { loaded } = await services.lifecycle.check(await withSecrets({ db: work.db, providers: services.providers, apps: services.apps, config: services.config }, row), work.actor);
   return statusObject(loaded.row, loaded.provider.displayName);
 }

@@ -35,7 +35,7 @@ export async function deleteIntegration(services: Services, work: UnitOfWork, id
     type: 'integration.deleted',
     data: { integration: { id, provider: row.provider, name: row.name }, provider: row.provider, endUser: row.endUser ?? null },
   });
-  await services.revocations.queue(work, grantsToRevoke([{ organizationId, integrationId: id, provider: row.provider, metadata: row.metadata, secrets }], 'integration.deleted'));
+  await services.revocations.queue(work, grantsToRevoke([{ organizationId, integrationId: id, provider: row.provider, appId: row.appId, metadata: row.metadata, secrets }], 'integration.deleted'));
   return { displayName: services.providers.get(row.provider)?.displayName ?? row.provider };
 }
 
@@ -48,15 +48,16 @@ export async function deleteIntegration(services: Services, work: UnitOfWork, id
 export async function deleteOrganizationIntegrations(services: Services, work: UnitOfWork, organizationId: string): Promise<number> {
   const tx = work.db;
   // Locked first: a refresh storing a rotated token waits, then finds no row to store it in.
-  const rows = await queryRows<{ id: string; provider: string; metadata: Record<string, unknown> }>(
+  const rows = await queryRows<{ id: string; provider: string; app_id: string; metadata: Record<string, unknown> }>(
     tx,
-    sql`SELECT id, provider, metadata FROM integrations WHERE organization_id = ${organizationId} ORDER BY id FOR UPDATE`,
+    sql`SELECT id, provider, app_id, metadata FROM integrations WHERE organization_id = ${organizationId} ORDER BY id FOR UPDATE`,
   );
   const secrets = await tokenSecretsOf(tx, organizationId);
   const grants = rows.map((row) => ({
     organizationId,
     integrationId: row.id,
     provider: row.provider,
+    appId: row.app_id,
     metadata: row.metadata,
     secrets: decryptRows(services.config.keyring, { organizationId, integrationId: row.id, provider: row.provider }, secrets.get(row.id) ?? []),
   }));
@@ -85,7 +86,7 @@ async function tokenSecretsOf(db: Db, organizationId: string): Promise<Map<strin
 
 /** The grants among `removed` that hold an access token to revoke with (through `services.revocations.queue`). */
 export function grantsToRevoke(
-  removed: { organizationId: string; integrationId: string; provider: string; metadata: Record<string, unknown>; secrets: SecretValues }[],
+  removed: { organizationId: string; integrationId: string; provider: string; appId: string; metadata: Record<string, unknown>; secrets: SecretValues }[],
   reason: string,
 ): GrantToRevoke[] {
   return removed.flatMap(({ secrets, ...grant }) =>

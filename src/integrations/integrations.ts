@@ -57,7 +57,7 @@ export async function listIntegrations(db: Db, organizationId: string, filter: I
 }
 
 /** A listed integration: its row's listing columns, `createdAt` and `updatedAt` already as the API writes them (ISO 8601, UTC, milliseconds). */
-export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'connectedVia' | 'endUser'> & {
+export type IntegrationSummary = Pick<IntegrationRow, 'id' | 'name' | 'provider' | 'appId' | 'description' | 'status' | 'tokenExpiresAt' | 'metadata' | 'connectedVia' | 'endUser'> & {
   createdAt: string;
   updatedAt: string;
 };
@@ -67,6 +67,7 @@ interface SummaryRow {
   id: string;
   name: string;
   provider: string;
+  app_id: string;
   description: string;
   status: IntegrationStatus;
   token_expires_at: string | Date | null;
@@ -91,7 +92,7 @@ const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', '
  */
 const LIST = (() => {
   const statement = (filter: SQL) =>
-    new HotStatement<SummaryRow>(sql`SELECT id, name, provider, description, status, token_expires_at, metadata, connected_via, end_user, ${iso('created_at')}, ${iso('updated_at')}
+    new HotStatement<SummaryRow>(sql`SELECT id, name, provider, app_id, description, status, token_expires_at, metadata, connected_via, end_user, ${iso('created_at')}, ${iso('updated_at')}
       FROM integrations WHERE organization_id = ${sql.placeholder('organizationId')}${filter} ORDER BY created_at, id`);
   const provider = sql` AND provider = ${sql.placeholder('provider')}`;
   const endUser = sql` AND end_user_key = ${sql.placeholder('endUserKey')}`;
@@ -110,6 +111,7 @@ export async function listIntegrationSummaries(db: Db, organizationId: string, f
     id: row.id,
     name: row.name,
     provider: row.provider,
+    appId: row.app_id,
     description: row.description,
     status: row.status,
     tokenExpiresAt: row.token_expires_at === null ? null : asDate(row.token_expires_at),
@@ -124,6 +126,8 @@ export async function listIntegrationSummaries(db: Db, organizationId: string, f
 export interface ConnectedIntegration {
   organizationId: string;
   provider: string;
+  /** The app that made the grant (docs/contract.md §5e). */
+  appId: string;
   /** The end user it is for (from the connect session), null for the organization's own. */
   endUser: EndUser | null;
   name: string;
@@ -154,6 +158,7 @@ export async function upsertConnectedIntegration(
   const [before] = await tx.select().from(integrations).where(integrationKey(input.organizationId, input.provider, key)).for('update');
   const now = new Date();
   const values = {
+    appId: input.appId,
     endUser: input.endUser,
     name: input.name,
     description: input.description,

@@ -14,13 +14,16 @@ import type { UnitOfWork } from '../ground/work.ts';
 import { newId } from '../lib/ids.ts';
 import { open, type SecretBinding, seal } from '../secrets/crypto.ts';
 import { ProviderError } from './providers/types.ts';
-import type { ProviderRegistry } from './providers/registry.ts';
+import type { AppCatalog } from './apps/catalog.ts';
+import type { AppCredentials, ConfiguredProvider, ProviderRegistry } from './providers/registry.ts';
 
 /** A grant to revoke once the change removing it has committed. */
 export interface GrantToRevoke {
   organizationId: string;
   integrationId: string;
   provider: string;
+  /** The app that made the grant: its credentials revoke it (docs/contract.md §5e). */
+  appId: string;
   /** The integration's non-secret metadata (some providers' endpoints depend on it). */
   metadata: Record<string, unknown>;
   accessToken: string;
@@ -40,11 +43,19 @@ function binding(organizationId: string, id: string): SecretBinding {
   return { organizationId, recordId: id, name: 'grant_revocation' };
 }
 
+/** An organization app's credentials, copied onto the revocation's row (the app may be deleted first) and bound to it. */
+function appBinding(organizationId: string, id: string): SecretBinding {
+  return { organizationId, recordId: id, name: 'grant_revocation.app' };
+}
+
 interface Claimed {
   organization_id: string;
   id: string;
   integration_id: string;
   provider: string;
+  app_id: string;
+  app_key_id: string | null;
+  app_envelope: string | null;
   reason: string;
   metadata: Record<string, unknown>;
   key_id: string;
@@ -57,6 +68,7 @@ export interface RevocationsOptions {
   db: Db;
   config: Pick<Config, 'keyring' | 'events' | 'oauth'>;
   providers: ProviderRegistry;
+  apps: AppCatalog;
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
 }
 
@@ -83,16 +95,28 @@ export class Revocations {
    * revocation endpoint, not configured) are not recorded.
    */
   async queue(work: Pick<UnitOfWork, 'db' | 'afterCommit'>, grants: readonly GrantToRevoke[]): Promise<number> {
-    const rows = grants
-      .filter((grant) => this.options.providers.get(grant.provider)?.definition.revoke && grant.accessToken)
-      .map((grant) => {
-        const id = newId();
-        const tokens = { accessToken: grant.accessToken, ...(grant.refreshToken ? { refreshToken: grant.refreshToken } : {}) };
-        const sealed = seal(this.keyring, binding(grant.organizationId, id), JSON.stringify(tokens));
-        return sql`(${grant.organizationId}, ${id}, ${grant.integrationId}, ${grant.provider}, ${grant.reason}, ${JSON.stringify(grant.metadata)}::jsonb, ${sealed.keyId}, ${sealed.envelope})`;
-      });
+    const rows = [];
+    for (const grant of grants.filter((grant) => this.options.providers.get(grant.provider)?.definition.revoke && grant.accessToken)) {
+      const id = newId();
+      const tokens = { accessToken: grant.accessToken, ...(grant.refreshToken ? { refreshToken: grant.refreshToken } : {}) };
+      const sealed = seal(this.keyring, binding(grant.organizationId, id), JSON.stringify(tokens));
+      // An organization's app may be deleted (with its organization) before the provider answers: its credentials travel with the grant.
+      const app = await this.options.apps.organizationApp(work.db, grant.organizationId, grant.appId);
+      const credentials: AppCredentials | null = app ? { clientId: app.client_id, clientSecret: '', scopes: app.scopes, ...(app.github_app_id ? { appId: app.github_app_id } : {}), ...(app.slug ? { slug: app.slug } : {}) } : null;
+      if (app && credentials) {
+        const secrets = this.options.apps.secrets(app);
+        credentials.clientSecret = secrets.clientSecret ?? '';
+        if (secrets.privateKey) credentials.privateKey = secrets.privateKey;
+      }
+      const sealedApp = credentials ? seal(this.keyring, appBinding(grant.organizationId, id), JSON.stringify(credentials)) : null;
+      rows.push(
+        sql`(${grant.organizationId}, ${id}, ${grant.integrationId}, ${grant.provider}, ${grant.appId}, ${sealedApp?.keyId ?? null}, ${sealedApp?.envelope ?? null}, ${grant.reason}, ${JSON.stringify(grant.metadata)}::jsonb, ${sealed.keyId}, ${sealed.envelope})`,
+      );
+    }
     if (rows.length === 0) return 0;
-    await work.db.execute(sql`INSERT INTO grant_revocations (organization_id, id, integration_id, provider, reason, metadata, key_id, envelope) VALUES ${sql.join(rows, sql`, `)}`);
+    await work.db.execute(
+      sql`INSERT INTO grant_revocations (organization_id, id, integration_id, provider, app_id, app_key_id, app_envelope, reason, metadata, key_id, envelope) VALUES ${sql.join(rows, sql`, `)}`,
+    );
     work.afterCommit(() => this.wake());
     return rows.length;
   }
@@ -173,14 +197,14 @@ export class Revocations {
           SET locked_until = now() + ${this.leaseMs}::int * interval '1 millisecond', attempts = r.attempts + 1
           FROM due
           WHERE r.organization_id = due.organization_id AND r.id = due.id
-          RETURNING r.organization_id, r.id, r.integration_id, r.provider, r.reason, r.metadata, r.key_id, r.envelope, r.attempts,
+          RETURNING r.organization_id, r.id, r.integration_id, r.provider, r.app_id, r.app_key_id, r.app_envelope, r.reason, r.metadata, r.key_id, r.envelope, r.attempts,
                     r.created_at < now() - ${MAX_AGE_SECONDS}::int * interval '1 second' AS too_old`,
     );
   }
 
   /** One revocation at the provider: null when done, else why not and whether trying again could help. */
   private async attempt(row: Claimed): Promise<{ error: string; retry: boolean } | null> {
-    const provider = this.options.providers.get(row.provider);
+    const provider = this.appOf(row);
     const revoke = provider?.definition.revoke;
     // Not configured (any more): the setting may come back, so the grant waits like any failure.
     if (!provider || !revoke) return { error: 'provider not configured', retry: true };
@@ -193,6 +217,17 @@ export class Revocations {
       // `forbidden`: the provider answered, and not "revoked": asking again gets the same answer.
       return { error: error.status ? `${error.kind} (HTTP ${error.status})` : error.kind, retry: error.kind !== 'forbidden' };
     }
+  }
+
+  /** The provider bound to the app that made the grant: a deployment app from the settings, an organization's from the row's own copy. */
+  private appOf(row: Claimed): ConfiguredProvider | undefined {
+    if (!this.options.providers.get(row.provider)) return undefined;
+    if (row.app_key_id && row.app_envelope) {
+      const credentials = JSON.parse(open(this.keyring, appBinding(row.organization_id, row.id), { keyId: row.app_key_id, envelope: row.app_envelope })) as AppCredentials;
+      return this.options.providers.withApp(row.provider, { id: row.app_id, owner: 'organization' }, credentials);
+    }
+    const app = this.options.providers.deploymentApp(row.app_id);
+    return app?.provider === row.provider ? app.configured : undefined;
   }
 
   private async record(row: Claimed, failure: { error: string; retry: boolean } | null): Promise<void> {

@@ -4,7 +4,7 @@ import { inSpan } from '../telemetry/tracing.ts';
 import { type LoadedIntegration, loadById, loadMany } from './tokens/loaded.ts';
 
 /** What a validation pass uses. */
-export type ValidationDeps = Pick<Services, 'db' | 'providers' | 'config' | 'lifecycle' | 'logger'>;
+export type ValidationDeps = Pick<Services, 'db' | 'providers' | 'apps' | 'config' | 'lifecycle' | 'logger'>;
 
 export interface ValidationPassOptions {
   /** Rows claimed per batch. */

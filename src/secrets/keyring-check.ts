@@ -14,6 +14,9 @@ export async function missingKeyIds(db: Db, keyring: Keyring): Promise<string[]>
           UNION ALL
           -- Webhook endpoints' signing secrets (events/endpoints.ts).
           (SELECT key_id FROM webhook_endpoint_secrets WHERE NOT (key_id = ANY(${sql.param(known)}::text[])) LIMIT 100)
+          UNION ALL
+          -- Organizations' apps' secrets (integrations/apps/).
+          (SELECT key_id FROM oauth_app_secrets WHERE NOT (key_id = ANY(${sql.param(known)}::text[])) LIMIT 100)
         ) AS unknown_keys`,
   );
   return rows.map((row) => row.key_id);

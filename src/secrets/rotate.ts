@@ -3,6 +3,7 @@ import type { Keyring } from '../config/checks.ts';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import { integrationSecrets } from '../db/schema.ts';
 import { endpointSecretBinding } from '../events/endpoints.ts';
+import { appSecretBinding } from '../integrations/apps/catalog.ts';
 import { open, seal } from './crypto.ts';
 
 export interface RotationProgress {
@@ -14,7 +15,7 @@ export interface RotationProgress {
  * Re-encrypts every integration secret not under the keyring's active key, in batches:
  * each batch decrypts, re-seals, then deletes and inserts its rows in one transaction
  * (rows are immutable). Then the webhook endpoints' signing secrets the same way (updated in
- * place). Resumable: a rerun picks up whatever is still under an old key.
+ * place), and organizations' apps' secrets (deleted and inserted). Resumable: a rerun picks up whatever is still under an old key.
  */
 export async function rotateSecrets(
   db: Db,
@@ -27,7 +28,8 @@ export async function rotateSecrets(
     db,
     sql`SELECT count(*)::int AS value FROM webhook_endpoint_secrets WHERE key_id <> ${keyring.activeId}`,
   );
-  const total = integrationTotal + endpointTotal;
+  const [{ value: appTotal } = { value: 0 }] = await queryRows<{ value: number }>(db, sql`SELECT count(*)::int AS value FROM oauth_app_secrets WHERE key_id <> ${keyring.activeId}`);
+  const total = integrationTotal + endpointTotal + appTotal;
   let done = 0;
   options.onProgress?.({ done, total });
   for (;;) {
@@ -75,6 +77,28 @@ export async function rotateSecrets(
         const binding = endpointSecretBinding(row.endpoint_id, row.id);
         const sealed = seal(keyring, binding, open(keyring, binding, { keyId: row.key_id, envelope: row.envelope }));
         await tx.execute(sql`UPDATE webhook_endpoint_secrets SET key_id = ${sealed.keyId}, envelope = ${sealed.envelope} WHERE endpoint_id = ${row.endpoint_id} AND id = ${row.id}`);
+      }
+      return rows.length;
+    });
+    if (moved === 0) break;
+    done += moved;
+    options.onProgress?.({ done, total: Math.max(total, done) });
+  }
+  // Organizations' apps' secrets (docs/contract.md §5e): never updated in place, so deleted and inserted, a batch per transaction.
+  for (;;) {
+    const moved = await db.transaction(async (tx) => {
+      const rows = await queryRows<{ organization_id: string; app_id: string; key_id: string; envelope: string; created_at: string }>(
+        tx as unknown as Db,
+        sql`SELECT organization_id, app_id, key_id, envelope, created_at FROM oauth_app_secrets WHERE key_id <> ${keyring.activeId}
+            ORDER BY organization_id, app_id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
+      );
+      for (const row of rows) {
+        const binding = appSecretBinding(row.organization_id, row.app_id);
+        const sealed = seal(keyring, binding, open(keyring, binding, { keyId: row.key_id, envelope: row.envelope }));
+        await tx.execute(sql`DELETE FROM oauth_app_secrets WHERE organization_id = ${row.organization_id} AND app_id = ${row.app_id}`);
+        await tx.execute(
+          sql`INSERT INTO oauth_app_secrets (organization_id, app_id, key_id, envelope, created_at) VALUES (${row.organization_id}, ${row.app_id}, ${sealed.keyId}, ${sealed.envelope}, ${row.created_at})`,
+        );
       }
       return rows.length;
     });

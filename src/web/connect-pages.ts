@@ -14,7 +14,8 @@ import { currentAccounts } from '../integrations/integrations.ts';
 import type { Services } from '../services.ts';
 import { CONNECT_PAGE_HEADERS, connectPage } from '../integrations/connect/pages.ts';
 import { beginFlow, OAUTH_COOKIE_PATH, OAUTH_TX_COOKIE, txCookieOptions } from '../integrations/connect/start.ts';
-import { type ConnectSession, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
+import { type ConnectSession, type ConnectSessionRow, sessionBySecret, sessionStatus } from '../integrations/sessions/sessions.ts';
+import type { ConfiguredProvider } from '../integrations/providers/registry.ts';
 import { contentSecurityPolicy, escapeHtml } from '../http/html.ts';
 import { credentialFormPage, credentialFormRoutes, takesEnteredCredentials } from './credential-form.ts';
 import { staticFileRoutes } from './static-files.ts';
@@ -189,10 +190,13 @@ function startRoutes(app: TypedFastify, services: Services): void {
         const popup = request.body.popup === '1';
         // Credentials a person enters: their form, on our own page (docs/contract.md §5c).
         if (takesEnteredCredentials(provider)) return credentialFormPage(services, request, reply, { session, secret: request.params.secret, provider, popup });
+        // The session's app for its own provider, the organization's default for the others (docs/contract.md §5e).
+        const app = await sessionApp(services, session, provider.id);
+        if (!app) return unusableAnswer(reply, NOT_ALLOWED);
         const flow = await beginFlow(
           services,
           services.db,
-          { organizationId: session.organizationId, userId: null, connectSessionId: session.id, popup, provider, scopes: provider.scopes, redirectUri: session.redirectUri },
+          { organizationId: session.organizationId, userId: null, connectSessionId: session.id, popup, provider: app, scopes: app.scopes, redirectUri: session.redirectUri },
           request.cookies[OAUTH_TX_COOKIE],
         );
         reply.setCookie(OAUTH_TX_COOKIE, flow.txValue, txCookieOptions(services));
@@ -202,4 +206,11 @@ function startRoutes(app: TypedFastify, services: Services): void {
       },
     );
   });
+}
+
+/** The app a session's flow for `providerId` goes through; undefined when it may use none. */
+async function sessionApp(services: Services, session: Pick<ConnectSessionRow, 'organizationId' | 'appId'>, providerId: string): Promise<ConfiguredProvider | undefined> {
+  const chosen = session.appId ? await services.apps.usable(services.db, session.organizationId, session.appId) : undefined;
+  if (chosen?.id === providerId) return chosen;
+  return services.apps.choose(services.db, session.organizationId, providerId, undefined).catch(() => undefined);
 }

@@ -76,7 +76,8 @@ export async function completeConnect(services: Services, input: CallbackInput, 
   if (input.error !== undefined) {
     throw fail(input.error === 'access_denied' ? new AppError('ACCESS_DENIED') : new AppError('OAUTH_EXCHANGE_FAILED', { message: 'The provider reported an error' }));
   }
-  const provider = services.providers.get(state.provider);
+  // The app the flow started with (docs/contract.md §5e): its secret exchanges the code.
+  const provider = await services.apps.provider(services.db, state.organizationId, state.appId, state.provider);
   if (!provider) throw fail(new AppError('PROVIDER_NOT_CONFIGURED'));
   const installationId = provider.traits.connects === 'installation' ? installationOf(input, fail) : undefined;
   if (!input.code) throw fail(new AppError('INVALID_INPUT', { details: [{ path: 'code', message: 'is required' }] }));
@@ -88,7 +89,9 @@ export async function completeConnect(services: Services, input: CallbackInput, 
   } catch (error) {
     if (!(error instanceof JudgedFailure)) throw error;
     // The verdict may concern the integration being reconnected (our client credentials refused: `warning`).
-    const existing = error.verdict.transition ? await findIntegrationByProvider(services.db, state.organizationId, provider.id, session?.endUser?.id ?? null) : null;
+    // Only when it was made with this app: another app's failure is never its (docs/contract.md §5e).
+    const found = error.verdict.transition ? await findIntegrationByProvider(services.db, state.organizationId, provider.id, session?.endUser?.id ?? null) : null;
+    const existing = found?.appId === state.appId ? found : null;
     await services.lifecycle.settle({ organizationId: state.organizationId, provider: provider.id, id: existing?.id ?? null }, error, actor);
     throw fail(error);
   }
@@ -227,8 +230,8 @@ async function exchange(
 
 /** A failure of the exchange or of the new token's check, judged, with its log line (the provider's code only as an identifier). */
 function failed(log: Pick<Logger, 'warn'>, provider: ConfiguredProvider, error: unknown, point: FailurePoint, message: string): JudgedFailure {
-  const failure = judged(error, point);
-  log.warn({ provider: provider.id, stage: point === 'connect' ? 'validate' : point, kind: failure.kind, providerCode: failure.failure.providerCode }, message);
+  const failure = judged(error, point, provider.app);
+  log.warn({ provider: provider.id, app: provider.app?.id, stage: point === 'connect' ? 'validate' : point, kind: failure.kind, providerCode: failure.failure.providerCode }, message);
   return failure;
 }
 

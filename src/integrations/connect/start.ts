@@ -47,6 +47,8 @@ export function checkRedirectUri(services: Pick<Services, 'config'>, value: stri
 
 export interface StartInput {
   provider: string;
+  /** The app to connect through (docs/contract.md §5e); absent: the organization's default, else the provider's deployment app. */
+  app?: string;
   scopes?: string[];
   redirectUri: string;
 }
@@ -68,12 +70,19 @@ export async function startConnect(services: Services, db: Db, principal: Princi
     throw new AppError('INVALID_INPUT', { details: [{ path: 'body.provider', message: `${provider.displayName} connects with entered credentials: POST /v1/integrations/${provider.id}/credentials` }] });
   }
   const redirectUri = checkRedirectUri(services, input.redirectUri);
-  const scopes = input.scopes ? [...new Set(input.scopes)] : provider.scopes;
-  const outside = scopes.filter((scope) => !provider.scopes.includes(scope));
+  const app = await services.apps.choose(db, user.organizationId, provider.id, input.app);
+  return beginFlow(services, db, { organizationId: user.organizationId, userId: user.userId, provider: app, scopes: requestedScopes(app, input.scopes), redirectUri }, existingTx);
+}
+
+/** The scopes a flow asks for: the app's (its own, else the provider's configured set) unless the request names some, which must lie within them. */
+export function requestedScopes(app: ConfiguredProvider, requested: readonly string[] | undefined, path = 'body.scopes'): string[] {
+  const scopes = requested ? [...new Set(requested)] : app.scopes;
+  const outside = scopes.filter((scope) => !app.scopes.includes(scope));
   if (outside.length > 0) {
-    throw new AppError('INVALID_INPUT', { details: [{ path: 'body.scopes', message: `not among the provider's configured scopes: ${outside.join(', ')}` }] });
+    const whose = app.app?.owner === 'organization' ? "the app's scopes" : "the provider's configured scopes";
+    throw new AppError('INVALID_INPUT', { details: [{ path, message: `not among ${whose}: ${outside.join(', ')}` }] });
   }
-  return beginFlow(services, db, { organizationId: user.organizationId, userId: user.userId, provider, scopes, redirectUri }, existingTx);
+  return scopes;
 }
 
 /** Who and what a flow is for: a user of the organization, or an end user through a connect session. */
@@ -83,6 +92,7 @@ export interface FlowInput {
   connectSessionId?: string;
   /** Started in a popup by connect.js: the callback then answers with a page that tells the opener. */
   popup?: boolean;
+  /** The provider bound to the app the flow goes through: the state binds it, the callback exchanges with its secret. */
   provider: ConfiguredProvider;
   scopes: string[];
   redirectUri: string;
@@ -104,8 +114,8 @@ export async function beginFlow(services: Services, db: Db, flow: FlowInput, exi
 
   await db.execute(sql`
     WITH purge AS (DELETE FROM oauth_states WHERE organization_id = ${organizationId} AND expires_at < now())
-    INSERT INTO oauth_states (organization_id, nonce_hash, user_id, connect_session_id, popup, provider, redirect_uri, scopes, code_verifier, code_verifier_key_id, tx_hash, expires_at)
-    VALUES (${organizationId}, ${nonceHash}, ${flow.userId}, ${flow.connectSessionId ?? null}, ${flow.popup === true}, ${provider.id}, ${flow.redirectUri}, ${sql.param(scopes)}::text[],
+    INSERT INTO oauth_states (organization_id, nonce_hash, user_id, connect_session_id, popup, provider, app_id, redirect_uri, scopes, code_verifier, code_verifier_key_id, tx_hash, expires_at)
+    VALUES (${organizationId}, ${nonceHash}, ${flow.userId}, ${flow.connectSessionId ?? null}, ${flow.popup === true}, ${provider.id}, ${provider.app?.id ?? provider.id}, ${flow.redirectUri}, ${sql.param(scopes)}::text[],
             ${sealedVerifier?.envelope ?? null}, ${sealedVerifier?.keyId ?? null}, ${sha256(txValue)},
             now() + ${`${services.config.oauth.stateExpiry} seconds`}::interval)`);
 

@@ -44,9 +44,12 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
   const now = Date.now();
   const tokenExpiresAt = tokens ? accessTokenExpiry(tokens, now) : null;
   const scopes = tokens?.scopes ?? [];
+  // Entered credentials are no app's: such a grant keeps the provider's id (docs/contract.md §5e).
+  const appId = provider.app?.id ?? provider.id;
   const { before, after } = await upsertConnectedIntegration(work.db, {
     organizationId,
     provider: provider.id,
+    appId,
     endUser,
     name: `${provider.displayName} Integration (${account.username})`,
     description: `${provider.traits.label} integration with ${provider.id} for ${account.username}`,
@@ -63,8 +66,10 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
   });
   const ref = { organizationId, integrationId: after.id, provider: provider.id };
   const accountChanged = before !== null && before.providerAccountId !== account.id;
-  // The replaced account's tokens, read before they are replaced: its grant is revoked once this commits.
-  const previous = accountChanged ? await readSecrets(work.db, services.config.keyring, ref) : null;
+  // Another app's grant is replaced as another account's is (docs/contract.md §5e).
+  const appChanged = before !== null && before.appId !== appId;
+  // The replaced grant's tokens, read before they are replaced: it is revoked, with its own app, once this commits.
+  const previous = accountChanged || appChanged ? await readSecrets(work.db, services.config.keyring, ref) : null;
   await replaceSecrets(work.db, services.config.keyring, ref, {
     access_token: tokens?.accessToken,
     refresh_token: tokens?.refreshToken,
@@ -84,7 +89,9 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
       provider: provider.id,
       scopes,
       accountChanged,
-      ...(previousAccount ? { previousAccountId: previousAccount.id, previousAccount } : {}),
+      ...(previousAccount && accountChanged ? { previousAccountId: previousAccount.id, previousAccount } : {}),
+      app: appId,
+      ...(appChanged ? { appChanged, previousApp: before.appId } : {}),
       ...(endUser ? { endUser: endUser.id } : {}),
       ...(session ? { connectSession: session.id, sessionCreatedBy: { credentialKind: session.createdByKind, credentialId: session.createdById, userId: session.createdByUserId } } : {}),
     },
@@ -98,7 +105,10 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
       endUser,
       reconnected: before !== null,
       accountChanged,
-      ...(previousAccount ? { previousAccount } : {}),
+      ...(previousAccount && accountChanged ? { previousAccount } : {}),
+      app: { id: appId },
+      appChanged,
+      ...(appChanged ? { previousApp: { id: before.appId } } : {}),
       ...(session ? { sessionId: session.id } : {}),
     },
   });
@@ -106,7 +116,7 @@ export async function storeConnection(services: Pick<Services, 'config' | 'revoc
   if (before && previous && previous.access_token !== tokens?.accessToken) {
     await services.revocations.queue(
       work,
-      grantsToRevoke([{ organizationId, integrationId: after.id, provider: provider.id, metadata: before.metadata, secrets: previous }], 'account.replaced'),
+      grantsToRevoke([{ organizationId, integrationId: after.id, provider: provider.id, appId: before.appId, metadata: before.metadata, secrets: previous }], accountChanged ? 'account.replaced' : 'app.replaced'),
     );
   }
   // Once committed: a connect that rolled back never happened. Ids only (decision 147).

@@ -10,7 +10,7 @@ describe('buildProviderRegistry', () => {
     expect(() => buildProviderRegistry(config)).toThrow(/INTEGRATION_OAUTH_ACME_\* \(integrationOauthProvider.acme\): no provider definition "acme"/);
   });
 
-  it('counts a provider as configured only with a client id and secret, and applies overrides', () => {
+  it('gives a provider a deployment app only with a client id and secret, and applies overrides', () => {
     const config = loadConfig({
       env: {
         ...base,
@@ -23,7 +23,9 @@ describe('buildProviderRegistry', () => {
       persistGeneratedSecrets: false,
     });
     const registry = buildProviderRegistry(config);
-    expect(registry.list().map((p) => p.id)).toEqual(['github']);
+    // Slack's entry holds no secret: it is offered to organizations' own apps only (docs/contract.md §5e).
+    expect(registry.list().map((p) => p.id)).toEqual(['github', 'slack']);
+    expect(registry.deploymentApps().map((app) => app.ref)).toEqual([{ id: 'github', owner: 'deployment' }]);
     const github = registry.get('github');
     expect(github?.context.endpoints).toEqual({
       authUrl: 'https://github.com/login/oauth/authorize',
@@ -32,7 +34,9 @@ describe('buildProviderRegistry', () => {
     });
     expect(github?.redirectUri).toBe('https://tessera.example/base/v1/integrations/oauth/callback');
     expect(github?.scopes).toEqual(['read:user', 'user:email', 'repo']);
-    expect(registry.get('slack')).toBeUndefined();
+    expect(registry.get('github')?.app).toEqual({ id: 'github', owner: 'deployment' });
+    expect(registry.get('slack')?.app).toBeNull();
+    expect(registry.deploymentApp('slack')).toBeUndefined();
   });
 
   it('refuses plain-http provider endpoints in production', () => {

@@ -32,13 +32,48 @@ export const DEFINITIONS: readonly ProviderDefinition[] = [github, slack, gitlab
 /** The largest answer a definition reads (token, account, hooks); the proxy has its own cap. */
 const MAX_BODY = 1024 * 1024;
 
-/** A provider with its configuration applied: usable for connect, refresh and calls. */
+/** Which app a provider's credentials are (docs/contract.md §5e): a deployment app (the settings' default has the provider's id) or an organization's own. */
+export interface AppRef {
+  id: string;
+  owner: 'deployment' | 'organization';
+}
+
+/** What an app brings to its provider's settings: its client, the scopes it may request, its events secret, a GitHub App's id, slug and key. */
+export interface AppCredentials {
+  clientId: string;
+  clientSecret: string;
+  scopes?: string[] | null;
+  eventsSecret?: string;
+  appId?: string;
+  slug?: string;
+  privateKey?: string;
+}
+
+/** A deployment app: the settings' default of a provider, or an entry of `integrationOauthApps`. */
+export interface DeploymentApp {
+  ref: AppRef;
+  provider: string;
+  name: string;
+  clientId: string;
+  /** The scopes it may request as configured (null: the provider's configured set). */
+  scopes: string[] | null;
+  /** Set: its events route is open (docs/contract.md §5b); stays on the server. */
+  eventsSecret?: string;
+  /** The organizations that may use it; null: every one. */
+  organizations: readonly string[] | null;
+  /** The provider bound to this app's credentials. */
+  configured: ConfiguredProvider;
+}
+
+/** A provider with its configuration applied, bound to one app's credentials: usable for connect, refresh and calls. */
 export interface ConfiguredProvider {
   id: string;
   displayName: string;
   definition: ProviderDefinition;
   /** How it connects, renews and what it stores (traits.ts): what code outside the providers room reads, never the mode's name. */
   traits: AuthTraits;
+  /** The app whose credentials these are; null when the provider has no deployment app (offered to organizations' own apps only) and this is none's. */
+  app: AppRef | null;
   clientId: string;
   /** Stays on the server: never in a response, an authUrl or a log line. */
   clientSecret: string;
@@ -57,10 +92,16 @@ export interface ConfiguredProvider {
 }
 
 export interface ProviderRegistry {
-  /** The configured provider (client id and secret set), or undefined. */
+  /** The provider (known to this deployment), bound to its default deployment app — or to none, when only organizations' own apps may connect it. */
   get(id: string): ConfiguredProvider | undefined;
-  /** Every configured provider. */
+  /** Every provider this deployment offers. */
   list(): ConfiguredProvider[];
+  /** A deployment app by id (a provider id names its default). */
+  deploymentApp(id: string): DeploymentApp | undefined;
+  /** Every deployment app, defaults first. */
+  deploymentApps(): DeploymentApp[];
+  /** The provider bound to an organization's own app (apps/catalog.ts caches these). */
+  withApp(providerId: string, ref: AppRef, credentials: AppCredentials): ConfiguredProvider;
 }
 
 /**
@@ -101,25 +142,114 @@ export function buildProviderRegistry(
       }
     }
   }
+  problems.push(...deploymentAppProblems(config, byId));
   if (problems.length > 0) throw new ConfigError(problems);
 
   const configured = new Map<string, ConfiguredProvider>();
+  const apps = new Map<string, DeploymentApp>();
   for (const definition of byId.values()) {
     const settings = config.providers[definition.id];
     if (!settings) continue;
     if (authTraits(definition).connects === 'entered') {
       // Credentials a person enters need nothing of the deployment's: a custom definition, or a built-in switched on, is configured.
       if (settings.definition === undefined && settings.enabled !== true) continue;
-      configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, observe, outboundGuard));
+      configured.set(definition.id, configure(config, definition, { ...settings, clientId: settings.clientId ?? '', clientSecret: settings.clientSecret ?? '' }, null, observe, outboundGuard));
       continue;
     }
-    if (!settings.clientId || !settings.clientSecret) continue;
-    configured.set(definition.id, configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, observe, outboundGuard));
+    if (!settings.clientId || !settings.clientSecret) {
+      // An entry without client credentials offers the provider to organizations' own apps only (docs/contract.md §5e).
+      configured.set(definition.id, configure(config, definition, { ...settings, clientId: '', clientSecret: '' }, null, observe, outboundGuard));
+      continue;
+    }
+    const ref: AppRef = { id: definition.id, owner: 'deployment' };
+    const provider = configure(config, definition, settings as ProviderSettings & { clientId: string; clientSecret: string }, ref, observe, outboundGuard);
+    configured.set(definition.id, provider);
+    apps.set(definition.id, {
+      ref,
+      provider: definition.id,
+      name: definition.displayName,
+      clientId: settings.clientId,
+      scopes: settings.scopes?.length ? settings.scopes : null,
+      ...(settings.eventsSecret ? { eventsSecret: settings.eventsSecret } : {}),
+      organizations: null,
+      configured: provider,
+    });
+  }
+  const withApp = (providerId: string, ref: AppRef, credentials: AppCredentials): ConfiguredProvider => {
+    const definition = byId.get(providerId);
+    const settings = config.providers[providerId];
+    if (!definition || !settings) throw new Error(`no provider ${providerId} for app ${ref.id}`);
+    return configure(config, definition, appSettings(settings, credentials, ref), ref, observe, outboundGuard);
+  };
+  for (const entry of config.apps) {
+    const ref: AppRef = { id: entry.id, owner: 'deployment' };
+    apps.set(entry.id, {
+      ref,
+      provider: entry.provider,
+      name: entry.name ?? entry.id,
+      clientId: entry.clientId,
+      scopes: entry.scopes?.length ? entry.scopes : null,
+      ...(entry.eventsSecret ? { eventsSecret: entry.eventsSecret } : {}),
+      organizations: entry.organizations ?? null,
+      configured: withApp(entry.provider, ref, entry),
+    });
   }
   return {
     get: (id) => configured.get(id),
     list: () => [...configured.values()],
+    deploymentApp: (id) => apps.get(id),
+    deploymentApps: () => [...apps.values()],
+    withApp,
   };
+}
+
+/**
+ * A provider's settings with an app's credentials in place of its own. An app of its own installs
+ * through its own slug (docs/contract.md §5e): the deployment's install URL is not its.
+ */
+function appSettings(settings: ProviderSettings, credentials: AppCredentials, ref: AppRef): ProviderSettings & { clientId: string; clientSecret: string } {
+  const { clientId: _id, clientSecret: _secret, scopes: _scopes, eventsSecret: _events, appId: _app, slug: _slug, privateKey: _key, installUrl, ...rest } = settings;
+  return {
+    ...rest,
+    ...(ref.owner === 'deployment' && installUrl && !credentials.slug ? { installUrl } : {}),
+    clientId: credentials.clientId,
+    clientSecret: credentials.clientSecret,
+    ...(credentials.scopes?.length ? { scopes: credentials.scopes } : settings.scopes?.length ? { scopes: settings.scopes } : {}),
+    ...(credentials.appId ? { appId: credentials.appId } : {}),
+    ...(credentials.slug ? { slug: credentials.slug } : {}),
+    ...(credentials.privateKey ? { privateKey: credentials.privateKey } : {}),
+  };
+}
+
+/** `integrationOauthApps` entries (docs/contract.md §5e): each refused one is one line naming it by its id (or index), never a secret. */
+function deploymentAppProblems(config: Config, byId: ReadonlyMap<string, ProviderDefinition>): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const [index, entry] of config.apps.entries()) {
+    const at = `integrationOauthApps[${entry.id ? `"${entry.id}"` : index}]`;
+    const definition = byId.get(entry.provider);
+    if (byId.has(entry.id)) problems.push(`${at}.id: "${entry.id}" is a provider id; choose another`);
+    else if (seen.has(entry.id)) problems.push(`${at}.id: listed twice`);
+    seen.add(entry.id);
+    if (!definition) {
+      problems.push(`${at}.provider: no provider "${entry.provider}"; known: ${[...byId.keys()].join(', ')}`);
+      continue;
+    }
+    const traits = authTraits(definition);
+    if (traits.connects === 'entered') problems.push(`${at}.provider: ${definition.displayName} connects with entered credentials; it has no apps`);
+    if (!config.providers[entry.provider]) problems.push(`${at}.provider: add integrationOauthProvider.${entry.provider} (it may hold no client credentials) to offer ${definition.displayName}`);
+    if (traits.connects === 'installation') {
+      if (!entry.privateKey || !entry.slug || !entry.appId) problems.push(`${at}: a GitHub App needs appId, slug and privateKey`);
+    } else if (entry.privateKey || entry.slug || entry.appId) problems.push(`${at}: appId, slug and privateKey are a GitHub App's only`);
+    if (entry.privateKey) {
+      try {
+        readAppPrivateKey(entry.privateKey);
+      } catch (error) {
+        problems.push(`${at}.privateKey: ${(error as Error).message}`);
+      }
+    }
+  }
+  return problems;
 }
 
 /** An app installation's provider needs its private key and where it is installed (its slug, or an install URL) besides its client. */
@@ -155,6 +285,7 @@ function configure(
   config: Config,
   definition: ProviderDefinition,
   settings: ProviderSettings & { clientId: string; clientSecret: string },
+  app: AppRef | null,
   observe?: ObserveCall,
   guard?: OutboundGuard,
 ): ConfiguredProvider {
@@ -214,6 +345,7 @@ function configure(
     displayName: definition.displayName,
     definition,
     traits: authTraits(definition),
+    app,
     clientId: settings.clientId,
     clientSecret: settings.clientSecret,
     redirectUri: `${clientEndpoint}/v1/integrations/oauth/callback`,

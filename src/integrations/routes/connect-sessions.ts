@@ -6,7 +6,7 @@ import type { Principal } from '../../ground/principal.ts';
 import { AppError } from '../../ground/errors.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import { findSession, listSessions, mintSession, revokeSession, SESSION_EXPIRY, sessionView } from '../sessions/sessions.ts';
-import { EndUserSchema, IdParams } from './shared.ts';
+import { AppIdSchema, EndUserSchema, IdParams } from './shared.ts';
 
 const StatusSchema = Type.Union([Type.Literal('pending'), Type.Literal('completed'), Type.Literal('expired'), Type.Literal('revoked')]);
 
@@ -36,7 +36,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
   app.post(
     '/v1/connect/sessions',
     {
-      config: { auth: 'authenticated', noStore: true, errors: ['INVALID_REDIRECT_URI', 'PROVIDER_NOT_CONFIGURED'] },
+      config: { auth: 'authenticated', noStore: true, errors: ['INVALID_REDIRECT_URI', 'PROVIDER_NOT_CONFIGURED', 'INVALID_INPUT'] },
       schema: {
         summary: "Mint a connect session: a link through which the product's end user connects one integration",
         tags: ['connect'],
@@ -44,6 +44,7 @@ export function connectSessionRoutes(app: TypedFastify, services: Services): voi
           {
             redirectUri: Type.String({ minLength: 1, maxLength: 2048 }),
             allowedProviders: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: 64 })),
+            app: Type.Optional(AppIdSchema),
             endUser: Type.Optional(EndUserSchema),
             expiresIn: Type.Optional(Type.Integer({ minimum: SESSION_EXPIRY.min, maximum: SESSION_EXPIRY.max, description: 'Seconds (default 1800)' })),
           },

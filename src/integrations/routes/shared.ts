@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import { appRef } from '../apps/catalog.ts';
 import { Type } from 'typebox';
 import type { Principal } from '../../ground/principal.ts';
 import { AppError } from '../../ground/errors.ts';
@@ -37,12 +38,19 @@ export const EndUserSchema = Type.Object(
 /** Which end user connected it, through which connect session (docs/contract.md §5a); null when an owner or admin did. */
 export const ConnectedViaSchema = Type.Union([Type.Object({ sessionId: Type.String(), endUser: Type.Union([EndUserSchema, Type.Null()]) }), Type.Null()]);
 
+/** The app that made an integration's grant (docs/contract.md §5e). */
+export const AppRefSchema = Type.Object(
+  { id: Type.String(), owner: Type.Union([Type.Literal('deployment'), Type.Literal('organization')]) },
+  { description: 'The app that made its grant: refresh, validation and revocation use its credentials' },
+);
+
 export const IntegrationSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
   kind: Type.String(),
   description: Type.String(),
   provider: Type.String(),
+  app: AppRefSchema,
   status: Type.String(),
   metadata: Metadata,
   connectedVia: ConnectedViaSchema,
@@ -60,6 +68,9 @@ export const EndUserQuery = Type.Object({
 
 /** A provider id in a body. */
 export const ProviderId = Type.String({ minLength: 1, maxLength: 64, description: 'Provider id, e.g. github or slack' });
+
+/** An app's id (docs/contract.md §5e): a deployment app's (`github`, `github-readonly`) or an organization's own (a ULID). */
+export const AppIdSchema = Type.String({ minLength: 1, maxLength: 64, description: "An app's id: the provider's (its deployment app), another deployment app's, or one of the organization's own apps" });
 
 /** An id in the path (a ULID; anything else is "not found"). */
 export const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
@@ -133,6 +144,7 @@ export function integrationView(row: IntegrationSummary) {
     kind: row.provider,
     description: row.description,
     provider: row.provider,
+    app: appRef(row.appId),
     status: effectiveStatus(row),
     metadata: row.metadata,
     connectedVia: row.connectedVia ?? null,

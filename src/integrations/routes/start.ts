@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
 import { OAUTH_TX_COOKIE, txCookieOptions, startConnect } from '../connect/start.ts';
-import { ProviderId } from './shared.ts';
+import { AppIdSchema, ProviderId } from './shared.ts';
 
 
 /** `POST /v1/integrations/oauth/start` (docs/contract.md §5): the provider's authorize URL, and the `oauth_tx` cookie binding the flow to this browser. */
@@ -10,13 +10,14 @@ export function startRoute(app: TypedFastify, services: Services): void {
   app.post(
     '/v1/integrations/oauth/start',
     {
-      config: { auth: 'authenticated', errors: ['PROVIDER_NOT_CONFIGURED', 'INVALID_REDIRECT_URI'] },
+      config: { auth: 'authenticated', errors: ['PROVIDER_NOT_CONFIGURED', 'INVALID_REDIRECT_URI', 'INVALID_INPUT'] },
       schema: {
         summary: 'Start connecting a provider: returns the provider authorization URL',
         tags: ['integrations'],
         body: Type.Object(
           {
             provider: ProviderId,
+            app: Type.Optional(AppIdSchema),
             scopes: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 })),
             redirectUri: Type.String({ minLength: 1, maxLength: 2048 }),
           },

@@ -5,7 +5,9 @@ import { PROVIDER_ID } from '../../lib/ids.ts';
 import { AppError } from '../../ground/errors.ts';
 import type { Services } from '../../services.ts';
 import type { LoadedIntegration } from '../tokens/loaded.ts';
+import { appRef } from '../apps/catalog.ts';
 import {
+  AppRefSchema,
   AuthModeSchema,
   answered,
   EndUserQuery,
@@ -42,6 +44,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
             credentials: Type.Optional(EnteredCredentials),
             metadata: Metadata,
             endUser: Type.Union([EndUserSchema, Type.Null()]),
+            app: AppRefSchema,
           }),
         },
       },
@@ -64,7 +67,7 @@ export function tokenRoute(app: TypedFastify, services: Services): void {
         loaded = await lifecycle.reads.loadForUse(principal.organizationId, provider, endUserId, { actor: requestActor(request), action: 'integration.token_read' });
       }
       const usable = await answered(lifecycle.usable(loaded, requestActor(request)));
-      return { success: true as const, provider: loaded.provider.id, ...usableBody(usable), metadata: usable.row.metadata, endUser: usable.row.endUser ?? null };
+      return { success: true as const, provider: loaded.provider.id, ...usableBody(usable), metadata: usable.row.metadata, endUser: usable.row.endUser ?? null, app: appRef(usable.row.appId) };
     },
   );
 }

@@ -35,6 +35,8 @@ export const SESSION_EXPIRY = { default: 1800, min: 60, max: 14400 } as const;
 export interface MintInput {
   redirectUri: string;
   allowedProviders?: string[];
+  /** The app its own provider connects through (docs/contract.md §5e); the others use their defaults. */
+  app?: string;
   endUser?: EndUser;
   expiresIn?: number;
 }
@@ -83,17 +85,22 @@ export function sessionView(row: ConnectSessionRow & { grantorAlive?: boolean })
  * returned once, in the URL, and stored only as its hash. The redirect URI follows the
  * start's rules; the providers must be configured ones (default: all of them).
  */
-export async function mintSession(services: Pick<Services, 'config' | 'providers'>, work: Work, input: MintInput): Promise<SessionView & { url: string }> {
+export async function mintSession(services: Pick<Services, 'config' | 'providers' | 'apps'>, work: Work, input: MintInput): Promise<SessionView & { url: string }> {
   const principal = work.actor.principal;
   if (!principal) throw new AppError('UNAUTHENTICATED');
   const redirectUri = checkRedirectUri(services, input.redirectUri);
-  const configured = services.providers.list().map((provider) => provider.id);
+  const configured = (await services.apps.usableProviders(work.db, principal.organizationId)).map(({ provider }) => provider.id);
   const allowedProviders = input.allowedProviders ? [...new Set(input.allowedProviders)] : configured;
   const unknown = allowedProviders.filter((id) => !configured.includes(id));
   if (unknown.length > 0) {
     throw new AppError('PROVIDER_NOT_CONFIGURED', { details: unknown.map((id) => ({ path: 'body.allowedProviders', message: `${id.slice(0, 64)} is not a configured provider` })) });
   }
   if (allowedProviders.length === 0) throw new AppError('PROVIDER_NOT_CONFIGURED', { message: 'No provider is configured' });
+  // The app applies to its own provider, which the session must allow (docs/contract.md §5e).
+  const app = input.app === undefined ? undefined : await services.apps.usable(work.db, principal.organizationId, input.app);
+  if (input.app !== undefined && (!app || !allowedProviders.includes(app.id))) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'body.app', message: 'no app of an allowed provider that this organization may use' }] });
+  }
   const secret = newSecret();
   const id = newId();
   const [row] = await work.db
@@ -104,6 +111,7 @@ export async function mintSession(services: Pick<Services, 'config' | 'providers
       secretHash: hashToken(secret),
       redirectUri,
       allowedProviders,
+      appId: input.app ?? null,
       endUser: input.endUser ?? null,
       createdByKind: principal.kind,
       createdById: principal.credentialId,

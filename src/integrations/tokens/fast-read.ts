@@ -17,7 +17,7 @@ import { CREDENTIAL_KINDS, DEFERRABLE_KINDS, type DeferrableKind, type DeferredC
 import { endUserKey, integrationKey } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import { secretName } from '../secrets.ts';
-import { integrationFromJson, type LoadDeps, type LoadedIntegration, withAccessToken } from './loaded.ts';
+import { integrationFromJson, type LoadDeps, type LoadedIntegration, providerOf, withAccessToken } from './loaded.ts';
 
 const p = sql.placeholder;
 
@@ -229,7 +229,7 @@ export class FastReads {
     const principal = principalFromCaller(credential, found);
     // A service token names an organization that no longer exists: 404, as its usual check answers (checkServiceToken).
     if (principal.organizationId === '') throw new AppError('NOT_FOUND', { message: 'No such organization' });
-    const loaded = found.integration && provider ? this.loaded(found.integration, provider, found) : null;
+    const loaded = found.integration && provider ? await this.loaded(found.integration, provider, found) : null;
     return { principal, loaded };
   }
 
@@ -240,7 +240,10 @@ export class FastReads {
     return items.map((_item, n) => answers.get(n) ?? new Error('a token read in a batch got no answer'));
   }
 
-  private loaded(json: Record<string, unknown>, provider: ConfiguredProvider, envelope: { key_id: string | null; envelope: string | null }): LoadedIntegration {
-    return withAccessToken(this.deps.config.keyring, integrationFromJson(json), provider, { keyId: envelope.key_id, envelope: envelope.envelope });
+  /** The row with its access token, bound to the app that made its grant: the provider's default app needs no statement (docs/contract.md §5e). */
+  private async loaded(json: Record<string, unknown>, provider: ConfiguredProvider, envelope: { key_id: string | null; envelope: string | null }): Promise<LoadedIntegration> {
+    const row = integrationFromJson(json);
+    const bound = row.appId === provider.app?.id ? provider : await providerOf(this.deps, row);
+    return withAccessToken(this.deps.config.keyring, row, bound, { keyId: envelope.key_id, envelope: envelope.envelope });
   }
 }

@@ -186,7 +186,7 @@ export class TokenLifecycle {
       } catch (error) {
         rotated.release();
         this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
-        const failed = judged(error, 'refresh');
+        const failed = judged(error, 'refresh', loaded.provider.app);
         // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won and its result is served (decision 36).
         const done = await this.execute(failed, { loaded, actor, refused: { refreshToken }, again: async (latest) => latest });
         if (done.kind === 'retried') return done.value;
@@ -236,7 +236,7 @@ export class TokenLifecycle {
     } catch (error) {
       if (!(error instanceof ProviderError)) throw error;
       this.deps.metrics?.validationOutcome(loaded.provider.id, error.kind);
-      const failed = new JudgedFailure(error, 'validate');
+      const failed = new JudgedFailure(error, 'validate', loaded.provider.app);
       const again = options.recover !== false ? (newer: LoadedIntegration) => this.validate(newer, actor, { recover: false, settle }) : undefined;
       const done = await this.execute(failed, { loaded, actor, refused: { token }, settle, nextValidationAt, ...(again ? { again } : {}) });
       if (done.kind === 'retried') return done.value;
@@ -353,7 +353,7 @@ export class TokenLifecycle {
         await mintOnly(loaded);
         return { loaded, outcome: { kind: 'valid' } };
       } catch (error) {
-        const failed = judged(error, 'validate');
+        const failed = judged(error, 'validate', loaded.provider.app);
         return { loaded, outcome: { kind: failed.kind, failure: failed } };
       }
     }
@@ -379,7 +379,7 @@ export class TokenLifecycle {
       this.deps.metrics?.refreshOutcome(loaded.provider.id, 'ok');
     } catch (error) {
       this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
-      const failed = judged(error, point);
+      const failed = judged(error, point, loaded.provider.app);
       // A minted validation's schedule moves only when the provider judged the grant (a rate limit here is not rescheduled).
       await this.execute(failed, { loaded, actor, ...(point === 'validate' && failed.verdict.counts ? { nextValidationAt } : {}) });
       throw failed;
@@ -397,7 +397,7 @@ export class TokenLifecycle {
    */
   async settle(target: SettleTarget, failed: JudgedFailure, actor: AuditActor, extra: Partial<Transition> = {}): Promise<IntegrationRow | null> {
     if (failed.verdict.configFault) {
-      this.deps.logger.warn({ provider: target.provider, integrationId: target.id, point: failed.point, providerCode: failed.failure.providerCode }, configFaultMessage(target.provider, failed.failure.providerCode));
+      this.deps.logger.warn({ provider: target.provider, app: failed.app?.id, integrationId: target.id, point: failed.point, providerCode: failed.failure.providerCode }, configFaultMessage(target.provider, failed.failure.providerCode, failed.app));
     }
     const { transition } = failed.verdict;
     if (!transition || target.id === null) return null;

@@ -4,6 +4,7 @@ import { type Db, rowFromJson } from '../../db/client.ts';
 import { integrationSecrets, integrations } from '../../db/schema.ts';
 import { AppError } from '../../ground/errors.ts';
 import { findIntegrationById, findIntegrationByProvider, type IntegrationRow } from '../integrations.ts';
+import type { AppCatalog } from '../apps/catalog.ts';
 import type { ConfiguredProvider, ProviderRegistry } from '../providers/registry.ts';
 import { decryptRows, readSecrets, type SecretValues, secretName } from '../secrets.ts';
 
@@ -18,10 +19,11 @@ export interface LoadedIntegration {
   secrets: SecretValues;
 }
 
-/** What loading needs: the database, the configured providers and the keys that open secrets (`config.keyring`). */
+/** What loading needs: the database, the configured providers, the apps their grants were made with, and the keys that open secrets (`config.keyring`). */
 export interface LoadDeps {
   db: Db;
   providers: ProviderRegistry;
+  apps: AppCatalog;
   config: { keyring: Keyring };
 }
 
@@ -44,10 +46,17 @@ export function configuredRow(deps: Pick<LoadDeps, 'providers'>, row: Integratio
   return row;
 }
 
-/** A row with its secrets; 404 for no row, or a provider no longer configured. */
+/** The provider bound to the app that made the row's grant (docs/contract.md §5e); 404 when that app or its provider is gone. */
+export async function providerOf(deps: Pick<LoadDeps, 'db' | 'apps'>, row: Pick<IntegrationRow, 'organizationId' | 'appId' | 'provider'>): Promise<ConfiguredProvider> {
+  const provider = await deps.apps.provider(deps.db, row.organizationId, row.appId, row.provider);
+  if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
+  return provider;
+}
+
+/** A row with its secrets; 404 for no row, or a provider (or app) no longer configured. */
 export async function withSecrets(deps: LoadDeps, found: IntegrationRow | null): Promise<LoadedIntegration> {
   const row = configuredRow(deps, found);
-  const provider = deps.providers.get(row.provider) as ConfiguredProvider;
+  const provider = await providerOf(deps, row);
   const secrets = await readSecrets(deps.db, deps.config.keyring, { organizationId: row.organizationId, integrationId: row.id, provider: row.provider });
   return { row, provider, secrets };
 }
@@ -79,7 +88,7 @@ export async function loadMany(deps: LoadDeps, keys: { organizationId: string; i
   }
   const loaded: LoadedIntegration[] = [];
   for (const row of rows) {
-    const provider = deps.providers.get(row.provider);
+    const provider = await deps.apps.provider(deps.db, row.organizationId, row.appId, row.provider);
     if (!provider) continue;
     const ref = { organizationId: row.organizationId, integrationId: row.id, provider: row.provider };
     loaded.push({ row, provider, secrets: decryptRows(deps.config.keyring, ref, byIntegration.get(`${row.organizationId}:${row.id}`) ?? []) });

@@ -8,6 +8,7 @@
  * whether the stored token is served); the code becomes an answer at the route edge only
  * (`toAnswer`).
  */
+import type { AppRef } from '../providers/registry.ts';
 import { AppError, type ErrorCode } from '../../ground/errors.ts';
 import type { IntegrationRow } from '../integrations.ts';
 import { ProviderError, type ProviderFailureKind } from '../providers/types.ts';
@@ -182,13 +183,16 @@ export class JudgedFailure extends Error {
   readonly failure: ProviderError;
   readonly point: FailurePoint;
   readonly verdict: Verdict;
+  /** The app whose credentials the call carried (docs/contract.md §5e): a configuration fault is that app's, and says so. */
+  readonly app: AppRef | null;
 
-  constructor(failure: ProviderError, point: FailurePoint) {
+  constructor(failure: ProviderError, point: FailurePoint, app: AppRef | null = null) {
     super(failure.message, { cause: failure });
     this.name = 'JudgedFailure';
     this.failure = failure;
     this.point = point;
     this.verdict = judge(failure.kind, point);
+    this.app = app;
   }
 
   get kind(): ProviderFailureKind {
@@ -197,10 +201,10 @@ export class JudgedFailure extends Error {
 }
 
 /** Anything a provider call threw, judged at `point`: what is not a ProviderError (a bug in reading an answer) counts as `transient`. */
-export function judged(error: unknown, point: FailurePoint): JudgedFailure {
+export function judged(error: unknown, point: FailurePoint, app: AppRef | null = null): JudgedFailure {
   if (error instanceof JudgedFailure) return error;
   const failure = error instanceof ProviderError ? error : new ProviderError('transient', 'provider call failed', { cause: error });
-  return new JudgedFailure(failure, point);
+  return new JudgedFailure(failure, point, app);
 }
 
 /**
@@ -211,7 +215,9 @@ export function toAnswer(error: unknown): unknown {
   if (!(error instanceof JudgedFailure)) return error;
   const { answer } = error.verdict;
   const code = answer === 'passthrough' ? 'PROVIDER_ERROR' : answer;
-  const options = { cause: error.failure, ...(error.failure.answer ? { message: error.failure.answer } : {}) };
+  // A configuration fault names the app whose credentials were refused (never a secret): an organization's own can fix it itself.
+  const appWords = code === 'PROVIDER_MISCONFIGURED' && error.app ? { message: `The provider rejected the client credentials of app "${error.app.id}"; an administrator must check that app` } : {};
+  const options = { cause: error.failure, ...(error.failure.answer ? { message: error.failure.answer } : {}), ...appWords };
   if (code === 'PROVIDER_RATE_LIMITED') return new AppError(code, { ...options, headers: { 'retry-after': String(error.failure.retryAfter ?? 60) } });
   return new AppError(code, options);
 }
@@ -220,7 +226,11 @@ export function toAnswer(error: unknown): unknown {
  * The log line of a configuration fault: the settings to check, never their values. An app JWT
  * refused (`providerCode` `app_jwt_rejected`, a GitHub App) names the private key and the client id.
  */
-export function configFaultMessage(provider: string, providerCode?: string): string {
+export function configFaultMessage(provider: string, providerCode?: string, app: AppRef | null = null): string {
+  if (app?.owner === 'organization') {
+    return `the provider rejected the client credentials of organization app ${app.id}: its owners set a working secret with PATCH /v1/apps/${app.id}`;
+  }
+  if (app && app.id !== provider) return `the provider rejected the client credentials of deployment app ${app.id}: check its entry in integrationOauthApps (CONFIG_FILE)`;
   const env = `INTEGRATION_OAUTH_${provider.toUpperCase()}`;
   if (providerCode === 'app_jwt_rejected') {
     return `the provider rejected this deployment's app JWT: check ${env}_PRIVATE_KEY and ${env}_CLIENT_ID (integrationOauthProvider.${provider}.privateKey, .clientId)`;
