@@ -406,6 +406,22 @@ describe('the apps of an organization', () => {
     expect(callback.statusCode, callback.body).toBe(200);
   });
 
+  it("a product's backend manages its customer's apps through @tessera/client with its service token", async () => {
+    // The package's own source: this checkout's client, whatever node_modules links.
+    const { Tessera } = await import('../packages/client/src/index.js');
+    const address = await t.fastify.listen({ host: '127.0.0.1', port: 0 });
+    const tessera = new Tessera({ baseUrl: address, serviceToken, organizationId: owner.organizationId });
+    const { app } = await tessera.apps.create({ provider: 'gitlab', clientId: 'client-made', clientSecret: secret('client-made'), scopes: ['read_user'] });
+    answers.push(JSON.stringify(app));
+    expect(app).toMatchObject({ provider: 'gitlab', owner: 'organization', scopes: ['read_user'], default: false });
+    expect((await tessera.apps.list({ provider: 'gitlab' })).apps.map((listed: { id: string }) => listed.id)).toEqual([app.id]);
+    expect((await tessera.apps.update(app.id, { default: true })).app.default).toBe(true);
+    expect((await tessera.apps.get(app.id)).app).toMatchObject({ id: app.id, default: true });
+    await expect(tessera.apps.delete('github')).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await tessera.apps.delete(app.id);
+    await expect(tessera.apps.get(app.id)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
   it('never shows a secret: answers, GraphQL, audit rows, log lines, stored columns', async () => {
     const listed = await gql(owner.token, '{ apps { id provider owner name clientId scopes default redirectUri eventsUrl hasEventsSecret createdAt updatedAt } }');
     expect(listed.body.errors).toBeUndefined();
