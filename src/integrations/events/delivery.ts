@@ -125,6 +125,13 @@ export function targetsOf(rule: EventRule, body: unknown): { workspace?: string;
   return { ...(workspace?.[0] !== undefined ? { workspace: workspace[0] } : {}), ...(accounts ? { accounts: [...new Set(accounts)] } : {}) };
 }
 
+/** Whether the body names `clientId` where the rule says it names the app's client (`EventRule.match.client`); true when it says nowhere. */
+export function namesClient(rule: EventRule, body: unknown, clientId: string): boolean {
+  if (rule.match.client === undefined) return true;
+  const named = valueAt(body, rule.match.client);
+  return typeof named === 'string' && named === clientId;
+}
+
 /** The delivery's id, the same on the provider's retries; undefined when the delivery carries none. */
 export function deliveryIdOf(spec: EventsSpec, delivery: Delivery, body: unknown): string | undefined {
   const source = spec.deliveryId;
