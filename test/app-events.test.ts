@@ -14,7 +14,8 @@ import { appSecretBinding } from '../src/integrations/apps/catalog.ts';
 import { newId } from '../src/lib/ids.ts';
 import { seal } from '../src/secrets/crypto.ts';
 import type { FakeProvider } from './fakes/common.ts';
-import { deliver, type SignedDelivery, slackEvents } from './fakes/provider-events.ts';
+import { deliver, linearEvents, type SignedDelivery, slackEvents } from './fakes/provider-events.ts';
+import { startFakeLinear } from './fakes/providers/linear.ts';
 import type { FakeSlackUser } from './fakes/slack.ts';
 import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
@@ -26,10 +27,15 @@ const SECRET = {
   slack: 'slack-default-signing-secret-000001',
   slackB: 'slack-b-signing-secret-00000000002',
   own: 'slack-own-app-signing-secret-00003',
+  linear: 'linear-default-webhook-secret-0004',
+  linearB: 'linear-b-webhook-secret-0000000005',
 };
+/** The Linear organization the fake's users belong to. */
+const LINEAR_ORG = 'org-fake-0001';
 const TEAM = 'T0FAKE0001';
 
 let slack: FakeProvider<FakeSlackUser>;
+let linear: FakeProvider;
 let t: TestApp;
 let base: string;
 let acme: Account;
@@ -40,6 +46,7 @@ let ownApp: string;
 let ownQuietApp: string;
 let alice: string;
 const ids: Record<string, string> = {};
+const linearIds: Record<string, string> = {};
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-app-events-'));
 
@@ -54,20 +61,20 @@ async function insertOwnApp(organizationId: string, secrets: { clientSecret: str
   return id;
 }
 
-/** Connects `account`'s own Slack integration as `login` through `app` (start, the fake's consent, callback); its id. */
-async function connectVia(account: Account, app: string | undefined, login: string): Promise<string> {
-  const started = await startFlow(t.fastify, account.token, 'slack', app === undefined ? {} : { app });
-  const approved = slack.authorize(started.authUrl, login);
+/** Connects `account`'s own integration of `fake` (Slack unless given) as `login` through `app` (start, the fake's consent, callback); its id. */
+async function connectVia(account: Account, app: string | undefined, login: string, fake: FakeProvider = slack): Promise<string> {
+  const started = await startFlow(t.fastify, account.token, fake.id, app === undefined ? {} : { app });
+  const approved = fake.authorize(started.authUrl, login);
   const res = await t.fastify.inject({
     method: 'POST',
     url: '/v1/integrations/oauth/callback',
     headers: { cookie: `oauth_tx=${started.txCookie}` },
-    payload: { provider: 'slack', code: approved.code, state: approved.state },
+    payload: { provider: fake.id, code: approved.code, state: approved.state },
   });
   expect(res.statusCode, res.body).toBe(200);
   const id = res.json().integration.id as string;
   const [row] = await queryRows<{ app_id: string }>(t.database.db, sql`SELECT app_id FROM integrations WHERE id = ${id}`);
-  expect(row?.app_id).toBe(app ?? 'slack');
+  expect(row?.app_id).toBe(app ?? fake.id);
   return id;
 }
 
@@ -92,7 +99,7 @@ const toApp = (app: string, delivery: SignedDelivery) => deliver(`${base}/v1/app
 const toProvider = (provider: string, delivery: SignedDelivery) => deliver(`${base}/v1/providers/${provider}/events`, delivery);
 
 beforeAll(async () => {
-  slack = await startFakeSlack();
+  [slack, linear] = await Promise.all([startFakeSlack(), startFakeLinear()]);
   // Two deployment apps of Slack besides the default, both of the fake's one registration: what tells them apart here is their events secret.
   const file = join(dir, 'apps.yaml');
   writeFileSync(
@@ -108,11 +115,16 @@ beforeAll(async () => {
       '    provider: slack',
       `    clientId: ${JSON.stringify(slack.clientId)}`,
       `    clientSecret: ${JSON.stringify(slack.clientSecret)}`,
+      '  - id: linear-b',
+      '    provider: linear',
+      `    clientId: ${JSON.stringify(linear.clientId)}`,
+      `    clientSecret: ${JSON.stringify(linear.clientSecret)}`,
+      `    eventsSecret: ${JSON.stringify(SECRET.linearB)}`,
       '',
     ].join('\n'),
   );
   t = await createTestApp({
-    env: { ...providerEnv(slack), INTEGRATION_OAUTH_SLACK_EVENTS_SECRET: SECRET.slack, CONFIG_FILE: file, METRICS_ENABLED: 'true', RATE_LIMIT_MAX: '0' },
+    env: { ...providerEnv(slack), ...providerEnv(linear), INTEGRATION_OAUTH_SLACK_EVENTS_SECRET: SECRET.slack, INTEGRATION_OAUTH_LINEAR_EVENTS_SECRET: SECRET.linear, CONFIG_FILE: file, METRICS_ENABLED: 'true', RATE_LIMIT_MAX: '0' },
   });
   base = await listen(t);
   alice = String(slack.addUser({ login: 'alice', email: 'alice@example.com' }).id);
@@ -123,11 +135,14 @@ beforeAll(async () => {
   ids.viaB = await connectVia(globex, 'slack-b', 'alice');
   ids.viaOwn = await connectVia(initech, ownApp, 'alice');
   ids.viaQuiet = await connectVia(quiet, 'slack-quiet', 'alice');
+  linear.addUser({ login: 'lin', email: 'lin@example.com' });
+  linearIds.viaDefault = await connectVia(acme, undefined, 'lin', linear);
+  linearIds.viaB = await connectVia(globex, 'linear-b', 'lin', linear);
 });
 
 afterAll(async () => {
   await t?.close();
-  await slack?.close();
+  await Promise.all([slack?.close(), linear?.close()]);
 });
 
 describe('provider events per app', () => {
@@ -226,5 +241,49 @@ describe('provider events per app', () => {
     expect(replayed.status, replayed.body).toBe(200);
     expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'slack', type: 'tokens_revoked', outcome: 'duplicate' })).toBe(duplicates + 1);
     expect(await byName()).toEqual(connected());
+  });
+});
+
+describe('Linear: the revocation names the app by its client id', () => {
+  const linearStatuses = async () => {
+    const found = await statuses(t, Object.values(linearIds));
+    return Object.fromEntries(Object.entries(linearIds).map(([name, id]) => [name, found[id] as string]));
+  };
+
+  it("an OAuthApp revocation naming another client id acts on nothing (unmatched); naming the app's, on that app's integrations only", async () => {
+    const before = await changeRecords(t);
+    const foreign = await toProvider('linear', linearEvents(SECRET.linear).oauthAppRevoked(LINEAR_ORG, 'someone-elses-linear-client-id'));
+    expect(foreign.status, foreign.body).toBe(200);
+    expect(foreign.json()).toEqual({ success: true });
+    expect(await linearStatuses()).toEqual({ viaDefault: 'connected', viaB: 'connected' });
+    expect(await changeRecords(t)).toEqual(before);
+    expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'linear', type: 'oauth_app_revoked', outcome: 'unmatched' })).toBe(1);
+
+    // linear-b is a registration of the same client here: its client id matches, and still only its own integrations are touched.
+    const res = await toApp('linear-b', linearEvents(SECRET.linearB).oauthAppRevoked(LINEAR_ORG, linear.clientId));
+    expect(res.status, res.body).toBe(200);
+    expect(await linearStatuses()).toEqual({ viaDefault: 'connected', viaB: 'invalid' });
+    expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'linear', type: 'oauth_app_revoked', outcome: 'matched' })).toBe(1);
+    expect(await connectVia(globex, 'linear-b', 'lin', linear)).toBe(linearIds.viaB);
+
+    const atDefault = await toProvider('linear', linearEvents(SECRET.linear).oauthAppRevoked(LINEAR_ORG, linear.clientId));
+    expect(atDefault.status, atDefault.body).toBe(200);
+    expect(await linearStatuses()).toEqual({ viaDefault: 'invalid', viaB: 'connected' });
+    expect(await connectVia(acme, undefined, 'lin', linear)).toBe(linearIds.viaDefault);
+  });
+
+  it("Linear's signature: another app's secret, or a webhookTimestamp over 60 seconds old, is 401 and nothing changes", async () => {
+    const before = await changeRecords(t);
+    for (const delivery of [
+      linearEvents(SECRET.linearB).oauthAppRevoked(LINEAR_ORG, linear.clientId),
+      linearEvents(SECRET.linear).oauthAppRevoked(LINEAR_ORG, linear.clientId, { webhookTimestamp: Date.now() - 61_000 }),
+    ]) {
+      const res = await toProvider('linear', delivery);
+      expect(res.status, res.body).toBe(401);
+      expect(res.json()).toMatchObject({ code: 'UNAUTHENTICATED' });
+    }
+    expect(await linearStatuses()).toEqual({ viaDefault: 'connected', viaB: 'connected' });
+    expect(await changeRecords(t)).toEqual(before);
+    expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'linear', outcome: 'stale' })).toBe(1);
   });
 });

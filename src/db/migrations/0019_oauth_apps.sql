@@ -52,3 +52,6 @@ UPDATE "grant_revocations" SET "app_id" = "provider";--> statement-breakpoint
 ALTER TABLE "grant_revocations" ALTER COLUMN "app_id" SET NOT NULL;--> statement-breakpoint
 ALTER TABLE "grant_revocations" ADD COLUMN "app_key_id" text;--> statement-breakpoint
 ALTER TABLE "grant_revocations" ADD COLUMN "app_envelope" text;
+--> statement-breakpoint
+-- Linear's revocation events name the Linear organization (docs/contract.md §5b): rows connected before keep it in their metadata.
+UPDATE "integrations" SET "provider_workspace_id" = "metadata"->>'organizationId' WHERE "provider" = 'linear' AND "provider_workspace_id" IS NULL AND "metadata" ? 'organizationId';

@@ -131,6 +131,12 @@ export interface EventSignatureSpec {
   /** Default `{body}`. */
   signed?: string;
   timestampHeader?: string;
+  /**
+   * A timestamp the signed body carries instead (Linear's `webhookTimestamp`, epoch
+   * milliseconds): read once the signature holds, held to `toleranceSeconds` the same way; a body
+   * without it is stale.
+   */
+  bodyTimestamp?: { path: string; format: 'seconds' | 'milliseconds' };
   /** Default 300 (five minutes). */
   toleranceSeconds?: number;
 }
