@@ -49,6 +49,7 @@ const ids: Record<string, string> = {};
 const linearIds: Record<string, string> = {};
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-app-events-'));
+let env: Record<string, string>;
 
 /** An organization's own Slack app, as `POST /v1/apps` stores it: a row and its sealed secrets. */
 async function insertOwnApp(organizationId: string, secrets: { clientSecret: string; eventsSecret?: string }): Promise<string> {
@@ -123,9 +124,8 @@ beforeAll(async () => {
       '',
     ].join('\n'),
   );
-  t = await createTestApp({
-    env: { ...providerEnv(slack), ...providerEnv(linear), INTEGRATION_OAUTH_SLACK_EVENTS_SECRET: SECRET.slack, INTEGRATION_OAUTH_LINEAR_EVENTS_SECRET: SECRET.linear, CONFIG_FILE: file, METRICS_ENABLED: 'true', RATE_LIMIT_MAX: '0' },
-  });
+  env = { ...providerEnv(slack), ...providerEnv(linear), INTEGRATION_OAUTH_SLACK_EVENTS_SECRET: SECRET.slack, INTEGRATION_OAUTH_LINEAR_EVENTS_SECRET: SECRET.linear, CONFIG_FILE: file };
+  t = await createTestApp({ env: { ...env, METRICS_ENABLED: 'true', RATE_LIMIT_MAX: '0' } });
   base = await listen(t);
   alice = String(slack.addUser({ login: 'alice', email: 'alice@example.com' }).id);
   [acme, globex, initech, quiet] = [await registerAndLogin(t.fastify, 'acme'), await registerAndLogin(t.fastify, 'globex'), await registerAndLogin(t.fastify, 'initech'), await registerAndLogin(t.fastify, 'quiet')];
@@ -241,6 +241,32 @@ describe('provider events per app', () => {
     expect(replayed.status, replayed.body).toBe(200);
     expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'slack', type: 'tokens_revoked', outcome: 'duplicate' })).toBe(duplicates + 1);
     expect(await byName()).toEqual(connected());
+  });
+});
+
+describe("provider events' rate limit", () => {
+  it("counts each app's deliveries apart: one app over its budget is 429, another app's route still answers", async () => {
+    // RATE_LIMIT_MAX 1: one request per address, ten signed deliveries per app — from ten addresses, as a provider delivers.
+    const limited = await createTestApp({ background: false, env: { ...env, RATE_LIMIT_MAX: '1', RATE_LIMIT_WINDOW: '60' } });
+    try {
+      let address = 0;
+      const post = (url: string, delivery: SignedDelivery) => {
+        address += 1;
+        return limited.fastify.inject({ method: 'POST', url, headers: delivery.headers, payload: delivery.body, remoteAddress: `10.0.0.${address}` });
+      };
+      const toB = () => post('/v1/apps/slack-b/events', slackEvents(SECRET.slackB).urlVerification());
+      for (let i = 0; i < 10; i += 1) expect((await toB()).statusCode).toBe(200);
+      const over = await toB();
+      expect(over.statusCode, over.body).toBe(429);
+      expect(over.json()).toMatchObject({ code: 'RATE_LIMITED' });
+      // The default app's budget is its own (keyed by provider it would be spent): both of its routes still answer.
+      expect((await post('/v1/providers/slack/events', slackEvents(SECRET.slack).urlVerification())).statusCode).toBe(200);
+      expect((await post('/v1/apps/slack/events', slackEvents(SECRET.slack).urlVerification())).statusCode).toBe(200);
+      // A wrong signature is refused before any budget is read.
+      expect((await post('/v1/apps/slack-b/events', slackEvents(SECRET.slack).urlVerification())).statusCode).toBe(401);
+    } finally {
+      await limited.close();
+    }
   });
 });
 
