@@ -14,7 +14,8 @@ import { appSecretBinding } from '../src/integrations/apps/catalog.ts';
 import { newId } from '../src/lib/ids.ts';
 import { seal } from '../src/secrets/crypto.ts';
 import type { FakeProvider } from './fakes/common.ts';
-import { deliver, linearEvents, type SignedDelivery, slackEvents } from './fakes/provider-events.ts';
+import { type FakeGitHubUser, startFakeGitHub } from './fakes/github.ts';
+import { deliver, githubEvents, linearEvents, type SignedDelivery, slackEvents } from './fakes/provider-events.ts';
 import { startFakeLinear } from './fakes/providers/linear.ts';
 import type { FakeSlackUser } from './fakes/slack.ts';
 import { startFakeSlack } from './fakes/slack.ts';
@@ -29,6 +30,8 @@ const SECRET = {
   own: 'slack-own-app-signing-secret-00003',
   linear: 'linear-default-webhook-secret-0004',
   linearB: 'linear-b-webhook-secret-0000000005',
+  github: 'github-default-webhook-secret-0006',
+  githubB: 'github-b-webhook-secret-0000000007',
 };
 /** The Linear organization the fake's users belong to. */
 const LINEAR_ORG = 'org-fake-0001';
@@ -36,6 +39,7 @@ const TEAM = 'T0FAKE0001';
 
 let slack: FakeProvider<FakeSlackUser>;
 let linear: FakeProvider;
+let gh: FakeProvider<FakeGitHubUser>;
 let t: TestApp;
 let base: string;
 let acme: Account;
@@ -47,6 +51,7 @@ let ownQuietApp: string;
 let alice: string;
 const ids: Record<string, string> = {};
 const linearIds: Record<string, string> = {};
+const githubIds: Record<string, string> = {};
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-app-events-'));
 let env: Record<string, string>;
@@ -100,7 +105,7 @@ const toApp = (app: string, delivery: SignedDelivery) => deliver(`${base}/v1/app
 const toProvider = (provider: string, delivery: SignedDelivery) => deliver(`${base}/v1/providers/${provider}/events`, delivery);
 
 beforeAll(async () => {
-  [slack, linear] = await Promise.all([startFakeSlack(), startFakeLinear()]);
+  [slack, linear, gh] = await Promise.all([startFakeSlack(), startFakeLinear(), startFakeGitHub()]);
   // Two deployment apps of Slack besides the default, both of the fake's one registration: what tells them apart here is their events secret.
   const file = join(dir, 'apps.yaml');
   writeFileSync(
@@ -121,10 +126,23 @@ beforeAll(async () => {
       `    clientId: ${JSON.stringify(linear.clientId)}`,
       `    clientSecret: ${JSON.stringify(linear.clientSecret)}`,
       `    eventsSecret: ${JSON.stringify(SECRET.linearB)}`,
+      '  - id: github-b',
+      '    provider: github',
+      `    clientId: ${JSON.stringify(gh.clientId)}`,
+      `    clientSecret: ${JSON.stringify(gh.clientSecret)}`,
+      `    eventsSecret: ${JSON.stringify(SECRET.githubB)}`,
       '',
     ].join('\n'),
   );
-  env = { ...providerEnv(slack), ...providerEnv(linear), INTEGRATION_OAUTH_SLACK_EVENTS_SECRET: SECRET.slack, INTEGRATION_OAUTH_LINEAR_EVENTS_SECRET: SECRET.linear, CONFIG_FILE: file };
+  env = {
+    ...providerEnv(slack),
+    ...providerEnv(linear),
+    ...providerEnv(gh),
+    INTEGRATION_OAUTH_SLACK_EVENTS_SECRET: SECRET.slack,
+    INTEGRATION_OAUTH_LINEAR_EVENTS_SECRET: SECRET.linear,
+    INTEGRATION_OAUTH_GITHUB_EVENTS_SECRET: SECRET.github,
+    CONFIG_FILE: file,
+  };
   t = await createTestApp({ env: { ...env, METRICS_ENABLED: 'true', RATE_LIMIT_MAX: '0' } });
   base = await listen(t);
   alice = String(slack.addUser({ login: 'alice', email: 'alice@example.com' }).id);
@@ -138,11 +156,14 @@ beforeAll(async () => {
   linear.addUser({ login: 'lin', email: 'lin@example.com' });
   linearIds.viaDefault = await connectVia(acme, undefined, 'lin', linear);
   linearIds.viaB = await connectVia(globex, 'linear-b', 'lin', linear);
+  gh.addUser({ login: 'octo', email: 'octo@example.com' });
+  githubIds.viaDefault = await connectVia(acme, undefined, 'octo', gh);
+  githubIds.viaB = await connectVia(globex, 'github-b', 'octo', gh);
 });
 
 afterAll(async () => {
   await t?.close();
-  await Promise.all([slack?.close(), linear?.close()]);
+  await Promise.all([slack?.close(), linear?.close(), gh?.close()]);
 });
 
 describe('provider events per app', () => {
@@ -214,12 +235,12 @@ describe('provider events per app', () => {
     await reconnectAll();
   });
 
-  it('an app without an events secret, an unknown app or an app of a provider without events: 404 NOT_FOUND, and nothing changes', async () => {
+  it('an app without an events secret (a deployment app, an organization\'s own), an unknown app or provider: 404 NOT_FOUND, and nothing changes', async () => {
     const before = await changeRecords(t);
     // Even a delivery that a secret-less app would "verify" with an empty key is never read.
     const emptyKeyed = slackEvents('').appUninstalled(TEAM);
     const signed = slackEvents(SECRET.slack).appUninstalled(TEAM);
-    for (const app of ['slack-quiet', ownQuietApp, newId(), 'no-such-app', 'github']) {
+    for (const app of ['slack-quiet', ownQuietApp, newId(), 'no-such-app', 'gitlab']) {
       for (const delivery of [emptyKeyed, signed]) {
         const res = await toApp(app, delivery);
         expect(res.status, `${app}: ${res.body}`).toBe(404);
@@ -311,5 +332,30 @@ describe('Linear: the revocation names the app by its client id', () => {
     expect(await linearStatuses()).toEqual({ viaDefault: 'connected', viaB: 'connected' });
     expect(await changeRecords(t)).toEqual(before);
     expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'linear', outcome: 'stale' })).toBe(1);
+  });
+});
+
+describe('GitHub: a body digest is the provider\'s', () => {
+  it("the same revocation bytes signed for another app, under a new delivery id, act only if GitHub confirms (it does not: nothing changes)", async () => {
+    const octo = await queryRows<{ provider_account_id: string }>(t.database.db, sql`SELECT provider_account_id FROM integrations WHERE id = ${githubIds.viaB}`);
+    const sender = { id: Number(octo[0]?.provider_account_id), login: 'octo' };
+    const first = githubEvents(SECRET.github).authorizationRevoked(sender);
+    const res = await toProvider('github', first);
+    expect(res.status, res.body).toBe(200);
+    const ghStatuses = async () => {
+      const found = await statuses(t, Object.values(githubIds));
+      return Object.fromEntries(Object.entries(githubIds).map(([name, id]) => [name, found[id] as string]));
+    };
+    expect(await ghStatuses()).toEqual({ viaDefault: 'invalid', viaB: 'connected' });
+    // Captured and re-signed by an app sharing nothing but the provider: B's secret over the very bytes, a new delivery id.
+    const before = await changeRecords(t);
+    const replay = githubEvents(SECRET.githubB).sign('github_app_authorization', first.body);
+    const again = await toApp('github-b', replay);
+    expect(again.status, again.body).toBe(200);
+    // B's token still works at GitHub: the live check refutes the revocation, so B's integration stays connected.
+    expect(await ghStatuses()).toEqual({ viaDefault: 'invalid', viaB: 'connected' });
+    expect(await changeRecords(t)).toEqual(before);
+    expect(await metric(t.fastify, 'tessera_provider_events_total', { provider: 'github', type: 'github_app_authorization', outcome: 'duplicate' })).toBe(1);
+    expect(await connectVia(acme, undefined, 'octo', gh)).toBe(githubIds.viaDefault);
   });
 });
