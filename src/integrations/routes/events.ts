@@ -14,7 +14,7 @@ const BODY_LIMIT = 1024 * 1024;
 const AppParams = Type.Object({ id: Type.String({ maxLength: 64, description: "The app's id: a deployment app's (`github`, `github-readonly`) or an organization's own (a ULID)" }) });
 
 const SCHEMES =
-  'Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration.';
+  'Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration.';
 
 /**
  * `POST /v1/providers/{provider}/events` (docs/contract.md §5b) — the default deployment app's —
