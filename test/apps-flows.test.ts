@@ -250,36 +250,149 @@ describe('a misconfigured app', () => {
   });
 });
 
+/** `account`'s organization registers `client` as an app of its own (POST /v1/apps); its id. */
+async function ownApp(account: Account, client: FakeClient, extra: Record<string, unknown> = {}): Promise<string> {
+  secrets.push(client.clientSecret);
+  const res = await post(account.token, '/v1/apps', { provider: 'github', name: 'Our own GitHub app', clientId: client.clientId, clientSecret: client.clientSecret, ...extra });
+  expect(res.statusCode, res.body).toBe(201);
+  expect(res.json().app).toMatchObject({ provider: 'github', owner: 'organization', clientId: client.clientId });
+  return res.json().app.id as string;
+}
+
+const patchApp = (token: string, id: string, payload: Record<string, unknown>) => app.inject({ method: 'PATCH', url: `/v1/apps/${id}`, headers: bearer(token), payload });
+
+describe("an organization's own app", () => {
+  it('start with its id authorizes, exchanges, refreshes and revokes with its client; the integration names it', async () => {
+    const { account, login } = await person('own');
+    const client = gh.registerClient();
+    const appId = await ownApp(account, client);
+    expect(appId).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
+    const since = gh.clientCalls.length;
+    const id = await connectThrough(account.token, login, client, appId);
+    const own = { id: appId, owner: 'organization' };
+    expect((await get(account.token, '/v1/integrations')).json().integrations).toEqual([expect.objectContaining({ id, app: own })]);
+    expect((await get(account.token, '/v1/integrations/github/token')).json().app).toEqual(own);
+    expect((await post(account.token, '/query', { query: '{ integrations { app { id owner } } }' })).json().data.integrations).toEqual([{ app: own }]);
+
+    expect((await post(account.token, '/v1/integrations/github/refresh')).statusCode).toBe(200);
+    const last = tokenOf(login)?.accessToken as string;
+    expect((await app.inject({ method: 'DELETE', url: `/v1/integrations/${id}`, headers: bearer(account.token) })).statusCode).toBe(200);
+    await revokeQueued();
+    expect(callsSince(since)).toEqual([
+      { endpoint: 'authorize', clientId: client.clientId },
+      { endpoint: 'token', clientId: client.clientId },
+      { endpoint: 'refresh', clientId: client.clientId },
+      { endpoint: 'revoke', clientId: client.clientId },
+    ]);
+    expect(revokedWith(last)).toBe(client.clientId);
+    expect(gh.tokensOf(login)).toEqual([]);
+    // Another organization cannot start through it.
+    const stranger = await person('stranger');
+    const refused = await post(stranger.account.token, '/v1/integrations/oauth/start', { provider: 'github', redirectUri: REDIRECT_URI, app: appId });
+    expect([refused.statusCode, refused.json().code]).toEqual([400, 'INVALID_INPUT']);
+  });
+});
+
+describe('the default switched after connecting', () => {
+  it('the existing integration still refreshes and revokes with the app that made it; a new start without `app` uses the new default', async () => {
+    const { account, login } = await person('switched-default');
+    const id = await connectThrough(account.token, login, client1);
+    const client = gh.registerClient();
+    const appId = await ownApp(account, client);
+    const patched = await patchApp(account.token, appId, { default: true });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(patched.json().app).toMatchObject({ id: appId, default: true });
+    const since = gh.clientCalls.length;
+
+    expect((await post(account.token, '/v1/integrations/github/refresh')).statusCode).toBe(200);
+    expect((await get(account.token, '/v1/integrations/github/token')).json().app).toEqual({ id: 'github', owner: 'deployment' });
+    const started = await post(account.token, '/v1/integrations/oauth/start', { provider: 'github', redirectUri: REDIRECT_URI });
+    expect(started.statusCode, started.body).toBe(200);
+    expect(new URL(started.json().authUrl).searchParams.get('client_id')).toBe(client.clientId);
+
+    const last = tokenOf(login)?.accessToken as string;
+    expect((await app.inject({ method: 'DELETE', url: `/v1/integrations/${id}`, headers: bearer(account.token) })).statusCode).toBe(200);
+    await revokeQueued();
+    expect(callsSince(since)).toEqual([
+      { endpoint: 'refresh', clientId: client1.clientId },
+      { endpoint: 'revoke', clientId: client1.clientId },
+    ]);
+    expect(revokedWith(last)).toBe(client1.clientId);
+  });
+});
+
+describe("a misconfigured organization's app, healed", () => {
+  it("502 PROVIDER_MISCONFIGURED naming the app, `warning` with configure; PATCH with the provider's new secret and the next refresh brings it back, without a reconnect", async () => {
+    const { account, login } = await person('own-misconf');
+    const client = gh.registerClient();
+    const appId = await ownApp(account, client);
+    const id = await connectThrough(account.token, login, client, appId);
+    const rotated = gh.rotateClientSecret(randomString(40), client.clientId);
+    secrets.push(rotated);
+    const since = gh.clientCalls.length;
+
+    const res = await post(account.token, '/v1/integrations/github/refresh');
+    expect(res.statusCode, res.body).toBe(502);
+    expect(res.json().code).toBe('PROVIDER_MISCONFIGURED');
+    expect(res.json().error).toContain(appId);
+    expect((await get(account.token, '/v1/integrations/github/status')).json().status).toMatchObject({ status: 'warning', actions: ['configure'] });
+    const lines = t.logs.lines.filter((line) => line.includes(`organization app ${appId}`));
+    expect(lines.length).toBeGreaterThan(0);
+    for (const secret of [client.clientSecret, rotated]) expect(t.logs.text).not.toContain(secret);
+
+    const patched = await patchApp(account.token, appId, { clientSecret: rotated });
+    expect(patched.statusCode, patched.body).toBe(200);
+    const healed = await post(account.token, '/v1/integrations/github/refresh');
+    expect(healed.statusCode, healed.body).toBe(200);
+    expect((await get(account.token, '/v1/integrations/github/status')).json().status).toMatchObject({ status: 'connected', actions: [] });
+    expect((await get(account.token, '/v1/integrations')).json().integrations).toEqual([expect.objectContaining({ id, app: { id: appId, owner: 'organization' } })]);
+    expect(callsSince(since)).toEqual([
+      { endpoint: 'refresh', clientId: client.clientId },
+      { endpoint: 'refresh', clientId: client.clientId },
+    ]);
+  });
+});
+
+/** An end user's connection through a connect session on `appId` (the hosted page, then GitHub as `login`). */
+async function connectEndUser(apiToken: string, endUser: string, appId: string, client: FakeClient, login: string): Promise<void> {
+  const minted = await post(apiToken, '/v1/connect/sessions', { redirectUri: `${PRODUCT}/done`, allowedProviders: ['github'], endUser: { id: endUser }, app: appId });
+  expect(minted.statusCode, minted.body).toBe(201);
+  const page = await openPage(app, minted.json().session.url);
+  const pressed = await press(app, page, 'github');
+  expect(pressed.statusCode, pressed.body).toBe(303);
+  const authUrl = new URL(pressed.headers.location as string);
+  expect(authUrl.searchParams.get('client_id')).toBe(client.clientId);
+  const back = new URL(gh.authorize(authUrl.href, login).location);
+  const tx = pressed.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
+  const landed = await app.inject({ url: `${back.pathname}${back.search}`, headers: { cookie: `oauth_tx=${tx}` } });
+  expect(new URL(landed.headers.location as string).searchParams.get('status')).toBe('connected');
+}
+
 describe('offboarding', () => {
-  it('revokes each grant with its own app’s client id', async () => {
+  it('revokes each grant with its own app’s client id, an organization app’s included, and deletes its apps', async () => {
     const { account, login } = await person('offboard');
-    const endUserLogin = `offboard-enduser-${++logins}`;
-    gh.addUser({ login: endUserLogin });
-    // The organization's own integration through gh-second; an end user's through a session on the default app.
+    const [endUserA, endUserB] = [`offboard-a-${++logins}`, `offboard-b-${++logins}`];
+    gh.addUser({ login: endUserA });
+    gh.addUser({ login: endUserB });
+    const client = gh.registerClient();
+    const ownId = await ownApp(account, client);
+    // The organization's own integration through gh-second; end users' through sessions on the default app and on its own app.
     await connectThrough(account.token, login, client2, 'gh-second');
     const apiToken = (await post(account.token, '/query', { query: 'mutation { createAPIToken(name: "backend") { token } }' })).json().data.createAPIToken.token;
-    const minted = await post(apiToken, '/v1/connect/sessions', { redirectUri: `${PRODUCT}/done`, allowedProviders: ['github'], endUser: { id: 'cust-a' }, app: 'github' });
-    expect(minted.statusCode, minted.body).toBe(201);
-    const page = await openPage(app, minted.json().session.url);
-    const pressed = await press(app, page, 'github');
-    expect(pressed.statusCode, pressed.body).toBe(303);
-    const authUrl = new URL(pressed.headers.location as string);
-    expect(authUrl.searchParams.get('client_id')).toBe(client1.clientId);
-    const back = new URL(gh.authorize(authUrl.href, endUserLogin).location);
-    const tx = pressed.cookies.find((c) => c.name === 'oauth_tx')?.value ?? '';
-    const landed = await app.inject({ url: `${back.pathname}${back.search}`, headers: { cookie: `oauth_tx=${tx}` } });
-    expect(new URL(landed.headers.location as string).searchParams.get('status')).toBe('connected');
+    await connectEndUser(apiToken, 'cust-a', 'github', client1, endUserA);
+    await connectEndUser(apiToken, 'cust-b', ownId, client, endUserB);
     const orgToken = tokenOf(login)?.accessToken as string;
-    const endUserToken = tokenOf(endUserLogin)?.accessToken as string;
+    const tokenA = tokenOf(endUserA)?.accessToken as string;
+    const tokenB = tokenOf(endUserB)?.accessToken as string;
 
     const res = await app.inject({ method: 'DELETE', url: `/v1/organizations/${account.organizationId}`, headers: bearer(account.token) });
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json()).toEqual({ success: true, deleted: { integrations: 2 } });
+    expect(res.json()).toEqual({ success: true, deleted: { integrations: 3 } });
     await revokeQueued();
     expect(revokedWith(orgToken)).toBe(client2.clientId);
-    expect(revokedWith(endUserToken)).toBe(client1.clientId);
-    expect(gh.tokensOf(login)).toEqual([]);
-    expect(gh.tokensOf(endUserLogin)).toEqual([]);
+    expect(revokedWith(tokenA)).toBe(client1.clientId);
+    expect(revokedWith(tokenB)).toBe(client.clientId);
+    for (const who of [login, endUserA, endUserB]) expect(gh.tokensOf(who), who).toEqual([]);
     for (const table of ['integrations', 'oauth_apps', 'oauth_app_secrets', 'organization_default_apps', 'grant_revocations']) {
       const [row] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM ${sql.raw(table)} WHERE organization_id = ${account.organizationId}`);
       expect(row?.n, table).toBe(0);
