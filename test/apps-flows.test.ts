@@ -9,6 +9,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
+import { runValidationPass } from '../src/integrations/validator.ts';
 import { type FakeClient, type FakeClientCall, type FakeProvider, randomString } from './fakes/common.ts';
 import { type FakeGitHubUser, startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
@@ -35,12 +36,19 @@ beforeAll(async () => {
   gh = await startFakeGitHub({ tokenExpiresIn: 28800, clientSecret: randomString(40) });
   client1 = gh.clients[0] as FakeClient;
   client2 = gh.registerClient({ clientId: 'Ov23liSecondDeployApp', clientSecret: randomString(40) });
-  secrets.push(client1.clientSecret, client2.clientSecret);
+  const limited = gh.registerClient();
+  secrets.push(client1.clientSecret, client2.clientSecret, limited.clientSecret);
   t = await createTestApp({
     background: false,
     env: { ...providerEnv(gh), OAUTH_REDIRECT_ORIGINS: `http://127.0.0.1:8080,${PRODUCT}`, RATE_LIMIT_MAX: '0', OAUTH_STATUS_MAX_AGE: '3600' },
     // What CONFIG_FILE's `integrationOauthApps` gives (the settings' `integrationOauthProvider.github` comes from the env).
-    overrides: { integrationOauthApps: [{ id: 'gh-second', provider: 'github', name: 'Second', clientId: client2.clientId, clientSecret: client2.clientSecret }] },
+    overrides: {
+      integrationOauthApps: [
+        { id: 'gh-second', provider: 'github', name: 'Second', clientId: client2.clientId, clientSecret: client2.clientSecret },
+        // One organization (not any of this file's) may use this one.
+        { id: 'gh-limited', provider: 'github', clientId: limited.clientId, clientSecret: limited.clientSecret, organizations: ['01JNOTANORGANIZATIONOFTHIS0'] },
+      ],
+    },
   });
   // Every answer is kept for the scan at the end.
   const inject = t.fastify.inject.bind(t.fastify);
@@ -170,9 +178,11 @@ describe('a second deployment app from CONFIG_FILE', () => {
     expect(gh.tokensOf(login)).toEqual([]);
   });
 
-  it('an app of another provider, or an unknown one, is refused at start with 400 INVALID_INPUT', async () => {
+  it('an app of another provider, an unknown one, or one listing other organizations is refused at start with 400 INVALID_INPUT, and not listed', async () => {
     const { account } = await person('refused');
-    for (const appId of ['nope', 'slack', '01JAPPNOTKNOWN0000000000000']) {
+    const providers = (await get(account.token, '/v1/providers')).json().providers;
+    expect(providers.find((p: { id: string }) => p.id === 'github')?.apps).toEqual(['github', 'gh-second']);
+    for (const appId of ['nope', 'slack', 'gh-limited', '01JAPPNOTKNOWN0000000000000']) {
       const res = await post(account.token, '/v1/integrations/oauth/start', { provider: 'github', redirectUri: REDIRECT_URI, app: appId });
       expect([res.statusCode, res.json().code], appId).toEqual([400, 'INVALID_INPUT']);
     }
@@ -246,6 +256,42 @@ describe('a misconfigured app', () => {
     expect(lines.length).toBeGreaterThan(0);
     for (const secret of [before, rotated, client1.clientSecret]) expect(t.logs.text).not.toContain(secret);
     // A deployment app heals with a restart on the new settings; put the fake back for what follows.
+    gh.rotateClientSecret(before, client2.clientId);
+  });
+
+  it("the same at a background refresh (only that app's integration) and at the callback of a flow through it", async () => {
+    const c = await person('misconf-c');
+    const d = await person('misconf-d');
+    const viaSecond = await connectThrough(c.account.token, c.login, client2, 'gh-second');
+    const viaDefault = await connectThrough(d.account.token, d.login, client1);
+    const before = client2.clientSecret;
+    secrets.push(gh.rotateClientSecret(randomString(40), client2.clientId));
+    const since = gh.clientCalls.length;
+    await t.database.db.execute(
+      sql`UPDATE integrations SET token_expires_at = now() + interval '10 minutes', next_validation_at = now() - interval '1 second' WHERE id IN (${viaSecond}, ${viaDefault})`,
+    );
+    const result = await runValidationPass(t.app.services, { batchSize: 50 });
+    expect(result.misconfigured).toBe(1);
+    expect((await get(c.account.token, '/v1/integrations/github/status')).json().status).toMatchObject({ status: 'warning', actions: ['configure'] });
+    expect((await get(d.account.token, '/v1/integrations/github/status')).json().status).toMatchObject({ status: 'connected', actions: [] });
+    expect(
+      callsSince(since)
+        .map((call) => `${call.endpoint} ${call.clientId}`)
+        .sort(),
+    ).toEqual([`refresh ${client1.clientId}`, `refresh ${client2.clientId}`].sort());
+
+    // A first connection through the app: nothing stored, the answer names the app.
+    const e = await person('misconf-e');
+    const started = await post(e.account.token, '/v1/integrations/oauth/start', { provider: 'github', redirectUri: REDIRECT_URI, app: 'gh-second' });
+    const approved = gh.authorize(started.json().authUrl, e.login);
+    const tx = started.cookies.find((cookie) => cookie.name === 'oauth_tx')?.value ?? '';
+    const exchanged = gh.clientCalls.length;
+    const res = await app.inject({ method: 'POST', url: '/v1/integrations/oauth/callback', headers: { cookie: `oauth_tx=${tx}` }, payload: { provider: 'github', code: approved.code, state: approved.state } });
+    expect(res.statusCode, res.body).toBe(502);
+    expect(res.json().code).toBe('PROVIDER_MISCONFIGURED');
+    expect(res.json().error).toContain('gh-second');
+    expect(callsSince(exchanged)).toEqual([{ endpoint: 'token', clientId: client2.clientId }]);
+    expect((await get(e.account.token, '/v1/integrations')).json().integrations).toEqual([]);
     gh.rotateClientSecret(before, client2.clientId);
   });
 });
