@@ -848,6 +848,8 @@ export interface components {
             displayName: string;
             defaultScopes: string[];
             authMode: "oauth2" | "app_installation" | "api_key" | "basic" | "client_credentials";
+            /** @description The ids of the apps this caller may connect it through (docs/contract.md §5e); [] for entered credentials */
+            apps: string[];
             /** @description The fields a person enters (api_key, basic, client_credentials) */
             credentials?: {
                 name: string;
@@ -861,6 +863,11 @@ export interface components {
             kind: string;
             description: string;
             provider: string;
+            /** @description The app that made its grant: refresh, validation and revocation use its credentials */
+            app: {
+                id: string;
+                owner: "deployment" | "organization";
+            };
             status: string;
             /** @description Provider-defined, non-secret values: instanceUrl, apiUrl, sites, workspaceId, tenantId… (docs/providers.md) */
             metadata: {
@@ -2404,6 +2411,8 @@ export interface operations {
                 "application/json": {
                     /** @description Provider id, e.g. github or slack */
                     provider: string;
+                    /** @description An app's id: the provider's (its deployment app), another deployment app's, or one of the organization's own apps */
+                    app?: string;
                     scopes?: string[];
                     redirectUri: string;
                 };
@@ -3245,6 +3254,11 @@ export interface operations {
                             [key: string]: unknown;
                         };
                         endUser: components["schemas"]["EndUser"] | null;
+                        /** @description The app that made its grant: refresh, validation and revocation use its credentials */
+                        app: {
+                            id: string;
+                            owner: "deployment" | "organization";
+                        };
                     };
                 };
             };
@@ -4697,6 +4711,8 @@ export interface operations {
                 "application/json": {
                     redirectUri: string;
                     allowedProviders?: string[];
+                    /** @description An app's id: the provider's (its deployment app), another deployment app's, or one of the organization's own apps */
+                    app?: string;
                     endUser?: components["schemas"]["EndUser"];
                     /** @description Seconds (default 1800) */
                     expiresIn?: number;
@@ -7168,6 +7184,15 @@ export interface operations {
                         previousAccount?: {
                             id: string;
                             username: string;
+                        };
+                        app: {
+                            /** @description The app that made the grant (docs/contract.md §5e) */
+                            id: string;
+                        };
+                        /** @description The grant was made through another app than the one it replaces (whose grant is revoked) */
+                        appChanged: boolean;
+                        previousApp?: {
+                            id: string;
                         };
                         /** @description The connect session it came through */
                         sessionId?: string;
