@@ -15,7 +15,6 @@ import { createTestApp, type TestApp } from './helpers/app.ts';
 import { launchChromium } from './helpers/browser.ts';
 import { acceptTokenOf } from './helpers/invitations.ts';
 import { freePort } from './helpers/process.ts';
-import { providerEnv } from './helpers/providers.ts';
 
 const SCREENSHOTS = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
 const OWNER = { email: 'apps-owner@example.com', password: 'apps owner password', name: 'Avery Owner' };
@@ -40,11 +39,12 @@ beforeAll(async () => {
   const port = await freePort();
   origin = `http://127.0.0.1:${port}`;
   t = await createTestApp({
-    env: { ...providerEnv(gh), HOST: '127.0.0.1', PORT: String(port), PUBLIC_URL: origin, RATE_LIMIT_MAX: '0' },
+    env: { HOST: '127.0.0.1', PORT: String(port), PUBLIC_URL: origin, RATE_LIMIT_MAX: '0' },
     overrides: {
       // A second deployment app of GitHub, and GitHub Apps offered to organizations' own apps only.
       integrationOauthApps: [{ id: 'github-readonly', provider: 'github', name: 'GitHub (read-only)', clientId: 'readonly-client', clientSecret: 'readonly-secret', scopes: ['read:user'] }],
-      integrationOauthProvider: { githubapp: {} },
+      // (the record is given whole here: the environment's GitHub settings would be replaced by it)
+      integrationOauthProvider: { github: { clientId: gh.clientId, clientSecret: gh.clientSecret, authUrl: gh.authUrl, tokenUrl: gh.tokenUrl, apiUrl: gh.apiUrl }, githubapp: {} },
     },
   });
   await t.fastify.listen({ host: '127.0.0.1', port });
@@ -169,22 +169,23 @@ describe('the console’s Apps section', () => {
     await page.getByText('Your organization has no app of its own').waitFor(WAIT);
 
     // Adding one: the secret is cleared as soon as it is sent, and the sealed row holds it.
-    await page.getByLabel('Provider', { exact: true }).selectOption('github');
+    const form = page.locator('#app-form');
+    await form.getByLabel('Provider', { exact: true }).selectOption('github');
     expect(await page.locator('#app-github-app').isHidden()).toBe(true);
-    await page.getByLabel('Name').fill('Acme GitHub');
-    await page.getByLabel('Client id').fill('acme-client.id_1');
-    await page.getByLabel('Client secret').fill(SECRET);
-    await page.getByLabel('Scopes').fill('repo, read:user');
-    await page.getByLabel('Events secret (optional)').fill(EVENTS_SECRET);
-    await page.getByRole('button', { name: 'Add app' }).click();
+    await form.getByLabel('Name').fill('Acme GitHub');
+    await form.getByLabel('Client id').fill('acme-client.id_1');
+    await form.getByLabel('Client secret').fill(SECRET);
+    await form.getByLabel('Scopes').fill('repo, read:user');
+    await form.getByLabel('Events secret (optional)').fill(EVENTS_SECRET);
+    await form.getByRole('button', { name: 'Add app' }).click();
     await notice(page, 'The app Acme GitHub is added.');
     const row = page.locator('#own-apps li.row', { hasText: 'Acme GitHub' });
     await row.waitFor(WAIT);
     const id = (await row.getAttribute('data-app')) as string;
     expect(id).toMatch(/^[0-9A-Z]{26}$/);
     expect(await sealed(id)).toEqual({ clientSecret: SECRET, eventsSecret: EVENTS_SECRET });
-    expect(await page.getByLabel('Client secret').inputValue()).toBe('');
-    expect(await page.getByLabel('Events secret (optional)').inputValue()).toBe('');
+    expect(await form.getByLabel('Client secret').inputValue()).toBe('');
+    expect(await form.getByLabel('Events secret (optional)').inputValue()).toBe('');
     expect(await pageHolds(page, SECRET)).toBe(false);
     expect(await pageHolds(page, EVENTS_SECRET)).toBe(false);
 
@@ -193,13 +194,14 @@ describe('the console’s Apps section', () => {
     expect(await row.evaluate((li) => li.firstElementChild?.className)).toBe('register');
     expect(await row.locator('.register code').textContent()).toBe(redirectUri);
     expect(await row.evaluate((li, uri) => (li.textContent ?? '').indexOf(uri) < (li.textContent ?? '').indexOf('acme-client.id_1'), redirectUri)).toBe(true);
-    await row.getByRole('button', { name: 'Copy redirect URI of Acme GitHub' }).click();
-    await page.locator('#notice', { hasText: /Redirect URI of Acme GitHub copied\.|Press Ctrl\+C/ }).waitFor(WAIT);
     expect(await row.textContent()).toContain('repo read:user');
     expect(await row.textContent()).toContain(`${origin}/v1/apps/${id}/events`);
     expect(await row.textContent()).toContain('Events secretSet');
     await readableOnPhone(page);
     await photograph(page, 'apps');
+    // Copied, or (no clipboard in this headless browser) selected for Ctrl+C.
+    await row.getByRole('button', { name: 'Copy redirect URI of Acme GitHub' }).click();
+    await page.locator('#notice', { hasText: /Redirect URI of Acme GitHub copied\.|Press Ctrl\+C/ }).waitFor(WAIT);
 
     // Rotating the client secret: sent, sealed, cleared.
     await row.getByLabel('New client secret').fill(ROTATED);
@@ -252,18 +254,19 @@ describe('the console’s Apps section', () => {
     const { page, context, errors } = await newPage();
     await signIn(page, OWNER);
     await openApps(page);
+    const form = page.locator('#app-form');
     // Not usable before the organization has an app of it: not in the list, typed by id instead.
     expect(await page.locator('#app-provider option[value="githubapp"]').count()).toBe(0);
-    await page.getByLabel('Provider', { exact: true }).selectOption('');
-    await page.getByLabel('Provider id').fill('githubapp');
+    await form.getByLabel('Provider', { exact: true }).selectOption('');
+    await form.getByLabel('Provider id').fill('githubapp');
     expect(await page.locator('#app-github-app').isVisible()).toBe(true);
-    await page.getByLabel('Name').fill('Acme GitHub App');
-    await page.getByLabel('Client id').fill('Iv1.acme0001');
-    await page.getByLabel('Client secret').fill(SECRET);
-    await page.getByLabel('GitHub App id').fill('424242');
-    await page.getByLabel('Slug').fill('acme-tessera');
-    await page.getByLabel('Private key (PEM)').fill(privateKey);
-    await page.getByRole('button', { name: 'Add app' }).click();
+    await form.getByLabel('Name').fill('Acme GitHub App');
+    await form.getByLabel('Client id').fill('Iv1.acme0001');
+    await form.getByLabel('Client secret').fill(SECRET);
+    await form.getByLabel('GitHub App id').fill('424242');
+    await form.getByLabel('Slug').fill('acme-tessera');
+    await form.getByLabel('Private key (PEM)').fill(privateKey);
+    await form.getByRole('button', { name: 'Add app' }).click();
     await notice(page, 'The app Acme GitHub App is added.');
     const row = page.locator('#own-apps li.row', { hasText: 'Acme GitHub App' });
     const id = (await row.getAttribute('data-app')) as string;
