@@ -154,8 +154,8 @@ export async function startFixture(): Promise<Fixture> {
     await database.db.execute(sql`INSERT INTO memberships (organization_id, user_id, role) VALUES (${listOrg}, ${principal.userId}, 'owner')`);
     for (let i = 0; i < 100; i++) {
       const id = ulid();
-      await database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, name, description, provider_account_id, last_validated_at)
-        VALUES (${listOrg}, ${id}, ${`p${i}`}, ${`P${i} Integration (bench)`}, ${`OAuth integration with p${i} for bench`}, ${String(i)}, now())`);
+      await database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, app_id, name, description, provider_account_id, last_validated_at)
+        VALUES (${listOrg}, ${id}, ${`p${i}`}, ${`p${i}`}, ${`P${i} Integration (bench)`}, ${`OAuth integration with p${i} for bench`}, ${String(i)}, now())`);
       await replaceSecrets(database.db, config.keyring, { organizationId: listOrg, integrationId: id, provider: `p${i}` }, { access_token: `tok_${i}` });
     }
     const listJwt = (await json(await post('/v1/account/switch', { organizationId: listOrg }, auth))).accessToken as string;
@@ -229,8 +229,8 @@ async function seedEventTargets(database: Database, count: number): Promise<numb
   const first = 7_000_001;
   await database.db.execute(sql`INSERT INTO organizations (id, name) VALUES (${org}, 'events')`);
   // One statement: ids are the organization's ULID and a counter (unique within it).
-  await database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, end_user_key, end_user, name, description, provider_account_id, last_validated_at)
-    SELECT ${org}, ${org} || '-' || n, 'github', 'eu' || n, jsonb_build_object('id', 'eu' || n), 'GitHub Integration (bench)', 'OAuth integration with github for bench', (${first} + n)::text, now()
+  await database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, app_id, end_user_key, end_user, name, description, provider_account_id, last_validated_at)
+    SELECT ${org}, ${org} || '-' || n, 'github', 'github', 'eu' || n, jsonb_build_object('id', 'eu' || n), 'GitHub Integration (bench)', 'OAuth integration with github for bench', (${first} + n)::text, now()
     FROM generate_series(0, ${count - 1}) AS n`);
   return Array.from({ length: count }, (_, i) => first + i);
 }

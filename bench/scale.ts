@@ -93,8 +93,8 @@ export async function benchScale(count: number): Promise<ScaleResult> {
     for (let start = 0; start < count; start += 5000) {
       const ids = Array.from({ length: Math.min(5000, count - start) }, (_, i) => String(start + i));
       await database.db.execute(sql`
-        INSERT INTO integrations (organization_id, id, provider, end_user_key, end_user, name, description, provider_account_id, next_validation_at)
-        SELECT ${bigOrg}, ${ulid()} || '-' || n, 'github', 'end-user-' || n, jsonb_build_object('id', 'end-user-' || n),
+        INSERT INTO integrations (organization_id, id, provider, app_id, end_user_key, end_user, name, description, provider_account_id, next_validation_at)
+        SELECT ${bigOrg}, ${ulid()} || '-' || n, 'github', 'github', 'end-user-' || n, jsonb_build_object('id', 'end-user-' || n),
                'GitHub Integration (bench)', 'OAuth integration with github for bench', n, now() + interval '1 day'
         FROM unnest(${sql.param(ids)}::text[]) AS t(n)`);
     }

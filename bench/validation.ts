@@ -82,8 +82,8 @@ export async function seed(database: Database, keyring: ReturnType<typeof loadCo
     const ids = rows.map((r) => r.id);
     const orgsCol = rows.map((r) => r.org);
     await database.db.execute(sql`
-      INSERT INTO integrations (organization_id, id, provider, end_user_key, end_user, name, description, provider_account_id, next_validation_at, last_validated_at)
-      SELECT o, i, 'github', e, CASE WHEN e = '' THEN NULL ELSE jsonb_build_object('id', e) END,
+      INSERT INTO integrations (organization_id, id, provider, app_id, end_user_key, end_user, name, description, provider_account_id, next_validation_at, last_validated_at)
+      SELECT o, i, 'github', 'github', e, CASE WHEN e = '' THEN NULL ELSE jsonb_build_object('id', e) END,
              'GitHub Integration (bench)', 'OAuth integration with github for bench', i, now() - interval '1 second', now() - interval '1 day'
       FROM unnest(${sql.param(orgsCol)}::text[], ${sql.param(ids)}::text[], ${sql.param(rows.map((r) => r.endUser))}::text[]) AS t(o, i, e)`);
     const envelopes = rows.map((row) => seal(keyring, { organizationId: row.org, recordId: row.id, name: 'github_access_token' }, `gho_bench_${row.id.slice(-6).toLowerCase()}`));

@@ -51,7 +51,7 @@ describe('providers whose credentials a person enters', () => {
     const res = await call('GET', '/v1/providers');
     expect(res.statusCode).toBe(200);
     const byId = Object.fromEntries(res.json().providers.map((p: { id: string }) => [p.id, p]));
-    expect(byId.stripe).toEqual({ id: 'stripe', displayName: 'Stripe', defaultScopes: [], authMode: 'api_key', credentials: [{ name: 'apiKey', label: 'Secret key (sk_… or rk_…)', secret: true }] });
+    expect(byId.stripe).toEqual({ id: 'stripe', displayName: 'Stripe', defaultScopes: [], authMode: 'api_key', apps: [], credentials: [{ name: 'apiKey', label: 'Secret key (sk_… or rk_…)', secret: true }] });
     expect(byId.twilio.authMode).toBe('basic');
     expect(byId.twilio.credentials).toEqual([
       { name: 'accountSid', label: 'Account SID', secret: false },
@@ -101,7 +101,7 @@ describe('an API key (Stripe)', () => {
     const token = await call('GET', '/v1/integrations/stripe/token');
     expect(token.statusCode, token.body).toBe(200);
     expect(token.headers['cache-control']).toBe('no-store');
-    expect(token.json()).toEqual({ success: true, provider: 'stripe', authMode: 'api_key', credentials: { apiKey: account.key }, metadata: {}, endUser: null });
+    expect(token.json()).toEqual({ success: true, provider: 'stripe', authMode: 'api_key', credentials: { apiKey: account.key }, metadata: {}, endUser: null, app: { id: 'stripe', owner: 'deployment' } });
 
     const listed = await call('GET', '/v1/integrations');
     expect(listed.json().integrations).toMatchObject([{ id, provider: 'stripe', status: 'connected', description: 'API key integration with stripe for Globex Billing' }]);

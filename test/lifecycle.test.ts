@@ -72,6 +72,8 @@ describe('token reads', () => {
       metadata: {},
       // The organization's own integration (docs/contract.md §5d).
       endUser: null,
+      // Made with the provider's deployment app, the settings' (docs/contract.md §5e).
+      app: { id: 'github', owner: 'deployment' },
     });
     const audit = await listAudit(t.database.db, c.account.organizationId, { first: 5 });
     expect(audit[0]).toMatchObject({
@@ -183,8 +185,8 @@ describe('token reads', () => {
     expect((await get(adminToken, '/v1/integrations/github/token')).json()).toMatchObject({ code: 'FORBIDDEN', error: 'You are no longer a member of this organization' });
 
     // An integration whose provider is no longer configured: 404, and no read is audited.
-    await t.database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, name, description, provider_account_id)
-      VALUES (${org}, '01JG0000000000000000000000', 'gitlab', 'GitLab', 'gone', '1')`);
+    await t.database.db.execute(sql`INSERT INTO integrations (organization_id, id, provider, app_id, name, description, provider_account_id)
+      VALUES (${org}, '01JG0000000000000000000000', 'gitlab', 'gitlab', 'GitLab', 'gone', '1')`);
     expect((await get(c.account.token, '/v1/integrations/gitlab/token')).json()).toMatchObject({ code: 'INTEGRATION_NOT_FOUND' });
     expect(await reads()).toBe(afterAdmin);
 

@@ -153,8 +153,8 @@ describe(`organizations for system administrators (${backend})`, () => {
     expect((await connect(t.fastify, acme.token, gh, 'octo')).statusCode).toBe(200);
     expect((await connect(t.fastify, beta.token, gh, 'hubot')).statusCode).toBe(200);
     await t.database.db.execute(sql`
-      INSERT INTO integrations (organization_id, id, provider, end_user_key, end_user, name, description, provider_account_id, token_expires_at)
-      VALUES (${acme.id}, '01J00000000000000000000EXP', 'github', 'eu-1', '{"id":"eu-1"}', 'GitHub Integration (eu)', 'OAuth integration with github for eu', '99', now() - interval '1 hour')`);
+      INSERT INTO integrations (organization_id, id, provider, app_id, end_user_key, end_user, name, description, provider_account_id, token_expires_at)
+      VALUES (${acme.id}, '01J00000000000000000000EXP', 'github', 'github', 'eu-1', '{"id":"eu-1"}', 'GitHub Integration (eu)', 'OAuth integration with github for eu', '99', now() - interval '1 hour')`);
     gh.revokeUser('hubot');
     await sleep(1100);
     expect((await t.fastify.inject({ url: '/v1/integrations/github/status', headers: bearer(beta.token) })).json().status.status).toBe('invalid');
@@ -315,8 +315,8 @@ describe(`retention (${backend})`, () => {
       }
       // OAuth states: one expired 31 days ago, one an hour ago.
       for (const [nonce, expires] of [['old', at(31)], ['recent', sql`now() - interval '1 hour'`]] as const) {
-        await db.execute(sql`INSERT INTO oauth_states (organization_id, nonce_hash, provider, redirect_uri, scopes, tx_hash, expires_at)
-                             VALUES (${a.organizationId}, ${nonce}, 'github', 'http://127.0.0.1:8080/x', '{}', 'h', ${expires})`);
+        await db.execute(sql`INSERT INTO oauth_states (organization_id, nonce_hash, provider, app_id, redirect_uri, scopes, tx_hash, expires_at)
+                             VALUES (${a.organizationId}, ${nonce}, 'github', 'github', 'http://127.0.0.1:8080/x', '{}', 'h', ${expires})`);
       }
       // Provider deliveries' ids: one received 31 days ago, one yesterday.
       for (const [id, received] of [['old-delivery', at(31)], ['recent-delivery', at(1)]] as const) {

@@ -115,7 +115,10 @@ export class AppCatalog {
   async provider(db: Db, organizationId: string, appId: string, providerId: string): Promise<ConfiguredProvider | undefined> {
     const deployment = this.deps.providers.deploymentApp(appId);
     if (deployment) return deployment.provider === providerId ? deployment.configured : undefined;
-    if (!this.deps.providers.get(providerId)) return undefined;
+    const provider = this.deps.providers.get(providerId);
+    if (!provider) return undefined;
+    // Entered credentials are no app's: their grants keep the provider's id.
+    if (appId === providerId) return provider.traits.connects === 'entered' ? provider : undefined;
     const row = await this.organizationApp(db, organizationId, appId);
     return row && row.provider === providerId ? this.bind(row) : undefined;
   }
