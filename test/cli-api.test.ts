@@ -1,8 +1,12 @@
 // The API commands of `tessera` (docs/contract.md §10) against a live Tessera with the fake GitHub:
 // tables for people, JSON for scripts, exit codes, the §2 code of a failure, and secrets
 // printed only where they are created — never in a table.
-import { eq } from 'drizzle-orm';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows } from '../src/db/client.ts';
 import { apiTokens } from '../src/db/schema.ts';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
 import type { FakeProvider } from './fakes/common.ts';
@@ -168,6 +172,36 @@ describe('tessera orgs create', () => {
     secrets.add(created.token);
     const [row] = await t.database.db.select({ organizationId: apiTokens.organizationId }).from(apiTokens).where(eq(apiTokens.id, created.id));
     expect(row?.organizationId).toBe(organization.id);
+  });
+});
+
+describe('tessera apps', () => {
+  it("adds an app with its secret read from a file, lists it, makes it the default and deletes it; the secret is never printed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-apps-'));
+    const clientSecret = `cli-app-secret-${'s'.repeat(24)}`;
+    secrets.add(clientSecret);
+    writeFileSync(join(dir, 'secret'), `${clientSecret}\n`);
+    try {
+      const human = await tessera(['apps', 'add', 'github', '--client-id', 'cli-client.1', '--client-secret-file', join(dir, 'secret'), '--name', 'CLI app', '--scope', 'repo']);
+      expect(human.code, human.stderr).toBe(0);
+      expect(human.stdout).toMatch(/^redirect URI\s+http:\/\/127\.0\.0\.1:\d+\/v1\/integrations\/oauth\/callback$/m);
+      const id = /^id\s+([0-9A-Z]{26})$/m.exec(human.stdout)?.[1] as string;
+      expect(id).toBeDefined();
+      // The secret went in whole, without the file's line ending.
+      const [row] = await queryRows<{ organization_id: string; id: string; key_id: string; envelope: string }>(t.database.db, sql`SELECT organization_id, app_id AS id, key_id, envelope FROM oauth_app_secrets WHERE app_id = ${id}`);
+      expect(t.app.services.apps.secrets(row as { organization_id: string; id: string; key_id: string; envelope: string })).toEqual({ clientSecret });
+      const updated = json<{ id: string; default: boolean; scopes: string[] }>(await tessera(['apps', 'update', id, '--default', '--json']));
+      expect(updated).toMatchObject({ id, default: true, scopes: ['repo'] });
+      const listed = await tessera(['apps', 'list', '--provider', 'github']);
+      expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+github\\s+organization\\s+CLI app\\s+cli-client\\.1\\s+yes`, 'm'));
+      const deleted = await tessera(['apps', 'delete', id]);
+      expect([deleted.code, deleted.stdout.trim()]).toEqual([0, `deleted ${id}`]);
+      const refused = await tessera(['apps', 'delete', 'github', '--json']);
+      expect(refused.code).toBe(1);
+      expect(JSON.parse(refused.stderr)).toMatchObject({ success: false, code: 'FORBIDDEN' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

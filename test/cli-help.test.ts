@@ -34,6 +34,11 @@ const CONTRACT_COMMANDS = [
   'webhooks rotate',
   'webhooks test',
   'webhooks delete',
+  // docs/contract.md §5e: an organization's OAuth apps.
+  'apps list',
+  'apps add',
+  'apps update',
+  'apps delete',
 ];
 
 let gh: FakeProvider;

@@ -57,7 +57,7 @@ afterAll(async () => {
 describe('a custom provider defined in the config file only', () => {
   it('is listed with its display name', async () => {
     const res = await t.fastify.inject({ url: '/v1/providers', headers: bearer(owner.token) });
-    expect(res.json().providers).toEqual([{ id: 'acme', displayName: 'Acme', defaultScopes: ['read', 'write'], authMode: 'oauth2' }]);
+    expect(res.json().providers).toEqual([{ id: 'acme', displayName: 'Acme', defaultScopes: ['read', 'write'], authMode: 'oauth2', apps: ['acme'] }]);
   });
 
   it('connects, hands out the token, proxies, refreshes, detects a revocation and deletes with a revocation', async () => {

@@ -3,8 +3,9 @@
  * through `@tessera/client`, like any product's backend: no server module is imported here.
  */
 import { Tessera, TesseraError } from '@tessera/client';
-import type { WebhookEndpoints } from '../../packages/client/src/resources.js';
-import type { ApiOptions } from './index.ts';
+import { readFileSync } from 'node:fs';
+import type { Apps, WebhookEndpoints } from '../../packages/client/src/resources.js';
+import type { ApiOptions, AppOptions } from './index.ts';
 import { CliFailure, line, printFields, printJson, printTable, when } from './output.ts';
 
 /** What to do about a failed call, by its code. */
@@ -223,6 +224,108 @@ export async function testWebhook(id: string, options: ApiOptions): Promise<numb
 /** `tessera webhooks delete <id>`. */
 export async function deleteWebhook(id: string, options: ApiOptions): Promise<number> {
   await call(() => endpoints(options).delete(id));
+  if (options.json) printJson({ deleted: id });
+  else line(`deleted ${id}`);
+  return 0;
+}
+
+/**
+ * The client's `apps` group, typed from the package's own source (as `endpoints` above).
+ */
+function appsOf(options: ApiOptions): Apps {
+  return (connect(options) as Tessera & { apps: Apps }).apps;
+}
+
+/** A secret from a file (`-`: standard input): a line's ending is not part of a client or events secret; a PEM file is taken whole. */
+function secretFrom(path: string | undefined, option: string, whole = false): string | undefined {
+  if (path === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path === '-' ? 0 : path, 'utf8');
+  } catch (error) {
+    throw new CliFailure(`${option}: cannot read ${path === '-' ? 'standard input' : path} (${(error as NodeJS.ErrnoException).code ?? 'error'})`, { fix: 'give a readable file, or - for standard input' });
+  }
+  return whole ? text : text.replace(/\r?\n$/, '');
+}
+
+type AppRow = Awaited<ReturnType<Apps['get']>>['app'];
+
+function printApp(app: AppRow): void {
+  printFields({
+    id: app.id,
+    provider: app.provider,
+    owner: app.owner,
+    name: app.name,
+    'client id': app.clientId,
+    scopes: app.scopes ?? "the provider's configured set",
+    default: app.default ? 'yes' : 'no',
+    'redirect URI': app.redirectUri,
+    'events URL': app.eventsUrl ?? undefined,
+    'events secret': app.hasEventsSecret ? 'set' : 'none',
+  });
+}
+
+/** `tessera apps list`. */
+export async function listApps(options: ApiOptions & { provider?: string }): Promise<number> {
+  const { apps } = await call(() => appsOf(options).list({ provider: options.provider }));
+  if (options.json) printJson(apps);
+  else {
+    printTable(
+      ['id', 'provider', 'owner', 'name', 'client id', 'default', 'redirect URI'],
+      apps.map((app) => [app.id, app.provider, app.owner, app.name, app.clientId, app.default ? 'yes' : '', app.redirectUri]),
+      'no app',
+    );
+  }
+  return 0;
+}
+
+/** `tessera apps add <provider>`: the redirect URI to register at the provider is printed with it; no secret ever is. */
+export async function addApp(provider: string, options: AppOptions): Promise<number> {
+  const clientSecret = secretFrom(options.clientSecretFile, '--client-secret-file');
+  const eventsSecret = secretFrom(options.eventsSecretFile, '--events-secret-file');
+  const privateKey = secretFrom(options.privateKeyFile, '--private-key-file', true);
+  const { app } = await call(() =>
+    appsOf(options).create({
+      provider,
+      clientId: options.clientId ?? '',
+      ...(clientSecret !== undefined ? { clientSecret } : {}),
+      ...(options.name ? { name: options.name } : {}),
+      ...(options.scope?.length ? { scopes: options.scope } : {}),
+      ...(eventsSecret !== undefined ? { eventsSecret } : {}),
+      ...(options.appId ? { appId: options.appId } : {}),
+      ...(options.slug ? { slug: options.slug } : {}),
+      ...(privateKey !== undefined ? { privateKey } : {}),
+      ...(options.default ? { default: true } : {}),
+    }),
+  );
+  if (options.json) printJson(app);
+  else printApp(app);
+  return 0;
+}
+
+/** `tessera apps update <id>`. */
+export async function updateApp(id: string, options: AppOptions): Promise<number> {
+  const clientSecret = secretFrom(options.clientSecretFile, '--client-secret-file');
+  const eventsSecret = secretFrom(options.eventsSecretFile, '--events-secret-file');
+  const privateKey = secretFrom(options.privateKeyFile, '--private-key-file', true);
+  const { app } = await call(() =>
+    appsOf(options).update(id, {
+      ...(options.name ? { name: options.name } : {}),
+      ...(clientSecret !== undefined ? { clientSecret } : {}),
+      ...(options.scope?.length ? { scopes: options.scope } : {}),
+      ...(eventsSecret !== undefined ? { eventsSecret } : {}),
+      ...(privateKey !== undefined ? { privateKey } : {}),
+      ...(options.default !== undefined ? { default: options.default } : {}),
+    }),
+  );
+  if (options.json) printJson(app);
+  else printApp(app);
+  return 0;
+}
+
+/** `tessera apps delete <id>`. */
+export async function deleteApp(id: string, options: ApiOptions): Promise<number> {
+  await call(() => appsOf(options).delete(id));
   if (options.json) printJson({ deleted: id });
   else line(`deleted ${id}`);
   return 0;

@@ -20,6 +20,19 @@ export interface ApiOptions {
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
+/** The options of `tessera apps add` and `update`: secrets only as files, which no process list shows. */
+export interface AppOptions extends ApiOptions {
+  clientId?: string;
+  clientSecretFile?: string;
+  name?: string;
+  scope?: string[];
+  eventsSecretFile?: string;
+  appId?: string;
+  slug?: string;
+  privateKeyFile?: string;
+  default?: boolean;
+}
+
 /**
  * Wraps an action: a failure is reported with its code (`--json`: as JSON) and exits 1; a
  * command that finished exits with the code it set. `keepsRunning` commands (serve, fakes) are
@@ -138,6 +151,34 @@ export function buildProgram(): Command {
   apiCommand(orgs, 'create <name>', 'create an organization')
     .option('--external-id <id>', "the product's key for the customer (a service token or a system administrator; unique)")
     .action(action(async (name: string, options: ApiOptions & { externalId?: string }) => (await api()).createOrganization(name, options)));
+
+  const apps = program.command('apps').description("the organization's OAuth apps: the deployment's it may use, and its own (owner/admin, API token, or service token with --org)");
+  apiCommand(apps, 'list', "list the apps (never a secret): the deployment's, read-only, then the organization's own")
+    .option('--provider <id>', 'only this provider')
+    .action(action(async (options: ApiOptions & { provider?: string }) => (await api()).listApps(options)));
+  apiCommand(apps, 'add <provider>', "add one of the organization's own apps; secrets are read from files (- for standard input), never from the command line")
+    .requiredOption('--client-id <id>', 'the client id the provider issued')
+    .option('--client-secret-file <path>', 'a file holding the client secret (- reads standard input)')
+    .option('--name <name>', 'what people see (default: the provider\'s name)')
+    .option('--scope <scope>', 'a scope the app may request (repeat for several; default: the provider\'s configured set)', collect)
+    .option('--events-secret-file <path>', "a file holding the provider's events signing secret")
+    .option('--app-id <id>', "a GitHub App's numeric id")
+    .option('--slug <slug>', "a GitHub App's slug")
+    .option('--private-key-file <path>', "a GitHub App's private key (.pem)")
+    .option('--default', "make it the organization's default app of the provider")
+    .action(action(async (provider: string, options: AppOptions) => (await api()).addApp(provider, options)));
+  apiCommand(apps, 'update <id>', "change an app (a deployment app: --default or --no-default only); secrets are read from files")
+    .option('--name <name>', 'a new name')
+    .option('--client-secret-file <path>', 'a file holding the new client secret (- reads standard input)')
+    .option('--scope <scope>', 'the scopes it may request, replacing the list (repeat for several)', collect)
+    .option('--events-secret-file <path>', "a file holding a new events signing secret")
+    .option('--private-key-file <path>', "a GitHub App's new private key (.pem)")
+    .option('--default', "make it the organization's default app of the provider")
+    .option('--no-default', 'stop it being the default')
+    .action(action(async (id: string, options: AppOptions) => (await api()).updateApp(id, options)));
+  apiCommand(apps, 'delete <id>', "delete one of the organization's own apps (refused while integrations, pending sessions or flows use it)").action(
+    action(async (id: string, options: ApiOptions) => (await api()).deleteApp(id, options)),
+  );
 
   const webhooks = program.command('webhooks').description("the deployment's webhook endpoints (a system administrator's personal token, or a service token)");
   apiCommand(webhooks, 'list', 'list the endpoints, the settings ones included (never a secret)').action(action(async (options: ApiOptions) => (await api()).listWebhooks(options)));

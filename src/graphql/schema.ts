@@ -14,6 +14,7 @@ import { configuredRow } from '../integrations/tokens/loaded.ts';
 import { toAnswer } from '../integrations/tokens/policy.ts';
 import { type StatusObject, statusObject } from '../integrations/status.ts';
 import { actorOf, type Builder, type GraphQLContext, principalOf, resolvedOncePerRequest, txOf, workOf } from './context.ts';
+import { appMutations, appQueries, appTypes } from './apps.ts';
 import { credentialMutations, credentialQueries, credentialTypes } from './credentials.ts';
 import { organizationMutations, organizationQueries, organizationTypes } from './organizations.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './limits.ts';
@@ -68,6 +69,8 @@ const AppRefRef = builder.objectRef<AppRef>('AppRef').implement({
     owner: t.exposeString('owner', { description: '"deployment" or "organization"' }),
   }),
 });
+
+const app = appTypes(builder);
 
 const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implement({
   description: 'A connection to a provider account. Its tokens are never readable here.',
@@ -198,6 +201,7 @@ builder.queryType({
       },
     }),
     ...credentialQueries(t, credential),
+    ...appQueries(t, app),
   }),
 });
 
@@ -230,6 +234,7 @@ builder.mutationType({
       },
     }),
     ...credentialMutations(t, credential),
+    ...appMutations(t, app),
   }),
 });
 

@@ -64,6 +64,7 @@ export const TAGS: Readonly<Record<string, string>> = {
   organizations: 'Organizations, their members and invitations',
   integrations: 'Providers, integrations, their tokens and status, and the proxy',
   connect: 'Connecting an account: the OAuth flow, connect sessions and the hosted page',
+  apps: "OAuth apps: the deployment's, and an organization's own (its client, secret, scopes and default)",
   agents: 'Narrowed credentials for AI agents, and the MCP endpoint',
   webhooks: 'Webhook endpoints and deliveries, and provider events',
   graphql: 'The GraphQL endpoint',

@@ -48,6 +48,12 @@ const ROUTES = new Map<string, ServiceTokenRoute>([
   ['GET /v1/connect/sessions', { scope: 'organization' }],
   ['GET /v1/connect/sessions/:id', { scope: 'organization' }],
   ['DELETE /v1/connect/sessions/:id', { scope: 'organization' }],
+  // An organization's own OAuth apps (docs/contract.md §5e): a product registers its customer's app for it.
+  ['GET /v1/apps', { scope: 'organization' }],
+  ['POST /v1/apps', { scope: 'organization' }],
+  ['GET /v1/apps/:id', { scope: 'organization' }],
+  ['PATCH /v1/apps/:id', { scope: 'organization' }],
+  ['DELETE /v1/apps/:id', { scope: 'organization' }],
   ['POST /query', { scope: 'organization' }],
   // The deployment's webhooks: its endpoints and its delivery log (docs/contract.md §7, §11; events/access.ts).
   ['GET /v1/webhook-endpoints', { scope: 'deployment' }],
@@ -77,7 +83,7 @@ export function serviceTokenRoute(method: string, url: string | undefined): Serv
 /**
  * The GraphQL root fields a service token may use (with `POST /query` and its
  * `X-Organization-ID`): the organization it acts in, its members and invitations, its
- * integrations, audit log and API tokens. Every other field answers FORBIDDEN.
+ * integrations, audit log, API tokens and apps. Every other field answers FORBIDDEN.
  */
 export const SERVICE_TOKEN_FIELDS: ReadonlySet<string> = new Set([
   'organization',
@@ -87,6 +93,7 @@ export const SERVICE_TOKEN_FIELDS: ReadonlySet<string> = new Set([
   'integration',
   'auditLogs',
   'apiTokens',
+  'apps',
   'addMember',
   'revokeInvitation',
   'setMemberRole',
@@ -95,4 +102,7 @@ export const SERVICE_TOKEN_FIELDS: ReadonlySet<string> = new Set([
   'refreshIntegration',
   'createAPIToken',
   'revokeAPIToken',
+  'createApp',
+  'updateApp',
+  'deleteApp',
 ]);

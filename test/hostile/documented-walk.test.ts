@@ -127,6 +127,13 @@ describe('every documented route, walked as documented', () => {
     await call("rotate a webhook endpoint's secret", 'POST', `/v1/webhook-endpoints/${endpointId}/rotate-secret`, 200, auth, { overlapSeconds: 60 });
     await call('send a test event', 'POST', `/v1/webhook-endpoints/${endpointId}/test`, 200, auth);
     await call('delete a webhook endpoint', 'DELETE', `/v1/webhook-endpoints/${endpointId}`, 200, auth);
+    // An organization's own OAuth apps (docs/contract.md §5e): made, listed, read, changed (the default too) and deleted.
+    const ownApp = await call('add an app', 'POST', '/v1/apps', 201, auth, { provider: 'github', name: 'Walk app', clientId: 'walk-client.1', clientSecret: 'walk-client-secret-never-shown', scopes: ['repo'] });
+    const ownAppId = ownApp.json().app.id as string;
+    await call('list apps', 'GET', '/v1/apps?provider=github', 200, auth);
+    await call('read an app', 'GET', `/v1/apps/${ownAppId}`, 200, auth);
+    await call('change an app', 'PATCH', `/v1/apps/${ownAppId}`, 200, auth, { name: 'Walk app, renamed', default: true });
+    await call('delete an app', 'DELETE', `/v1/apps/${ownAppId}`, 200, auth);
     await call('account access (service token)', 'GET', '/v1/account/access', 200, { ...bearer(serviceToken), 'x-organization-id': organizationId });
     await call('offboard organization', 'DELETE', `/v1/organizations/${secondId}`, 200, auth);
     // A provider's signed events (docs/contract.md §5b): Slack's URL check, and a GitHub event naming no one here.

@@ -5,7 +5,7 @@
 import createClient from 'openapi-fetch';
 import { errorFromResponse, isErrorBody, networkError, TesseraError } from './errors.js';
 import { pathSerializer } from './path-serializer.js';
-import { ApiTokens, ConnectSessions, Integrations, Organizations, Providers, WebhookEndpoints } from './resources.js';
+import { ApiTokens, Apps, ConnectSessions, Integrations, Organizations, Providers, WebhookEndpoints } from './resources.js';
 
 const PROXY = '/v1/integrations/{provider}/proxy/{path}';
 
@@ -88,6 +88,8 @@ export class Tessera {
     this.apiTokens = new ApiTokens(this);
     /** The deployment's webhook endpoints (a system administrator or a service token). */
     this.webhookEndpoints = new WebhookEndpoints(this);
+    /** The organization's OAuth apps: the deployment's it may use, and its own. */
+    this.apps = new Apps(this);
   }
 
   /**

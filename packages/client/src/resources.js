@@ -253,3 +253,53 @@ export class WebhookEndpoints {
     return this.#t.settle(this.#t.raw.POST('/v1/webhook-endpoints/{id}/test', { params: { path: { id } } }));
   }
 }
+
+/** `apps.*`: the OAuth apps the organization may use — the deployment's, read-only, and its own (docs/contract.md §5e). Never a secret in an answer. */
+export class Apps {
+  #t;
+  /** @param {Tessera} tessera */
+  constructor(tessera) {
+    this.#t = tessera;
+  }
+  /**
+   * The deployment's apps this organization may use and its own, of one provider or all (`GET /v1/apps`).
+   * @param {QueryOf<'apps_list'>} [filter]
+   * @returns {Promise<SuccessBody<'apps_list'>>}
+   */
+  list(filter = {}) {
+    return this.#t.settle(this.#t.raw.GET('/v1/apps', { params: { query: filter } }));
+  }
+  /**
+   * One app (`GET /v1/apps/{id}`).
+   * @param {string} id
+   * @returns {Promise<SuccessBody<'apps_get'>>}
+   */
+  get(id) {
+    return this.#t.settle(this.#t.raw.GET('/v1/apps/{id}', { params: { path: { id } } }));
+  }
+  /**
+   * Adds one of the organization's own apps: its secrets are sealed and never shown again (`POST /v1/apps`).
+   * @param {RequestBody<'apps_create'>} app
+   * @returns {Promise<SuccessBody<'apps_create'>>}
+   */
+  create(app) {
+    return this.#t.settle(this.#t.raw.POST('/v1/apps', { body: app }));
+  }
+  /**
+   * Changes an app: name, clientSecret, scopes, eventsSecret, privateKey, default — a deployment app's default alone (`PATCH /v1/apps/{id}`).
+   * @param {string} id
+   * @param {RequestBody<'apps_update'>} changes
+   * @returns {Promise<SuccessBody<'apps_update'>>}
+   */
+  update(id, changes) {
+    return this.#t.settle(this.#t.raw.PATCH('/v1/apps/{id}', { params: { path: { id } }, body: changes }));
+  }
+  /**
+   * Deletes one of the organization's own apps; 409 while integrations, pending connect sessions or OAuth flows use it (`DELETE /v1/apps/{id}`).
+   * @param {string} id
+   * @returns {Promise<SuccessBody<'apps_delete'>>}
+   */
+  delete(id) {
+    return this.#t.settle(this.#t.raw.DELETE('/v1/apps/{id}', { params: { path: { id } } }));
+  }
+}

@@ -1,5 +1,6 @@
 import type { TypedFastify } from '../../http/typed.ts';
 import type { Services } from '../../services.ts';
+import { appRoutes } from '../apps/routes.ts';
 import { callbackGetRoute, callbackPostRoute } from './callback.ts';
 import { connectSessionRoutes } from './connect-sessions.ts';
 import { credentialsRoute } from './credentials.ts';
@@ -26,4 +27,5 @@ export function integrationRoutes(app: TypedFastify, services: Services): void {
   proxyRoute(app, services);
   connectSessionRoutes(app, services);
   providerEventsRoute(app, services);
+  appRoutes(app, services);
 }
