@@ -354,7 +354,7 @@ class AppsView {
           makeDefault.checked = false;
           await this.ctx.refreshProviders();
           await this.load();
-          say(`The app ${app.name} is added. Register its redirect URI at ${this.providerLabel(app.provider)}: ${app.redirectUri}`);
+          say(`The app ${app.name} is added. Register its redirect URI, shown first below, at ${this.providerLabel(app.provider)}.`);
           this.ownBlock.querySelector(`li[data-app="${CSS.escape(app.id)}"] button`)?.focus();
         },
         { name: this.providerLabel(body.provider) },
