@@ -308,7 +308,7 @@ class AppsView {
       { id: 'app-form' },
       field('Provider', provider),
       otherField,
-      field('Name', name, 'How this console and the API name it (optional).'),
+      field('Name', name, 'What people here see (optional; default: the provider’s name).'),
       field('Client id', clientId),
       field('Client secret', clientSecret, 'Write-only: sent once, never shown again.'),
       field('Scopes', scopes, 'Separated by spaces or commas; empty: the provider’s configured scopes. A connection may ask for these or fewer.'),
