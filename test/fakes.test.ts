@@ -638,3 +638,80 @@ describe('close()', () => {
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+describe('fake GitHub, two OAuth apps of one account', () => {
+  let github: FakeProvider<FakeGitHubUser>;
+  const second = { clientId: 'Ov23liSecondApp', clientSecret: 'second-app-secret-0123456789abcdef' };
+
+  beforeAll(async () => {
+    github = await startFakeGitHub({ tokenExpiresIn: 28800, extraClients: [second] });
+    github.addUser({ login: 'octo' });
+  });
+  afterAll(() => github.close());
+
+  async function exchange(client: { clientId: string; clientSecret: string }, code: string) {
+    const body = { client_id: client.clientId, client_secret: client.clientSecret, code, redirect_uri: CALLBACK };
+    return jsonOf(await postForm(github.tokenUrl, body, { accept: 'application/json' }));
+  }
+  const authorizeAs = (clientId: string) => github.authorize(authorizeUrl(github, { client_id: clientId, state: 's' }), 'octo');
+  const revokeGrant = (clientId: string, secret: string, accessToken: string) =>
+    fetch(`${github.apiUrl}/applications/${clientId}/grant`, {
+      method: 'DELETE',
+      headers: { authorization: basic(clientId, secret), 'content-type': 'application/json' },
+      body: JSON.stringify({ access_token: accessToken }),
+    });
+
+  it("knows both; a code, a refresh token and a grant are the issuing app's; the record says which client each call used", async () => {
+    const first = { clientId: github.clientId, clientSecret: github.clientSecret };
+    expect(github.clients).toEqual([first, second]);
+    const third = github.registerClient();
+    expect(github.clients).toEqual([first, second, third]);
+    expect(() => github.registerClient({ clientId: second.clientId })).toThrow(/already registered/);
+    const since = github.clientCalls.length;
+
+    // Another app of the same account cannot redeem the code.
+    const stolen = authorizeAs(first.clientId);
+    expect((await exchange(second, stolen.code)).error).toBe('bad_verification_code');
+    const one = await exchange(first, stolen.code);
+    const two = await exchange(second, authorizeAs(second.clientId).code);
+    expect(one.access_token).toMatch(/^ghu_/);
+    expect(two.access_token).toMatch(/^ghu_/);
+
+    // Nor refresh its tokens.
+    const refresh = (client: typeof first, token: unknown) =>
+      postForm(github.tokenUrl, { client_id: client.clientId, client_secret: client.clientSecret, grant_type: 'refresh_token', refresh_token: String(token) }, { accept: 'application/json' }).then(jsonOf);
+    expect((await refresh(second, one.refresh_token)).error).toBe('bad_refresh_token');
+    const renewed = await refresh(second, two.refresh_token);
+    expect(renewed.access_token).toMatch(/^ghu_/);
+
+    // A grant revocation names its app: another app's token is not found, and only that app's grant goes.
+    expect((await revokeGrant(second.clientId, second.clientSecret, String(one.access_token))).status).toBe(404);
+    expect((await revokeGrant(second.clientId, first.clientSecret, String(renewed.access_token))).status).toBe(404);
+    expect((await revokeGrant(second.clientId, second.clientSecret, String(renewed.access_token))).status).toBe(204);
+    expect(github.tokensOf('octo').map((t) => t.accessToken)).toEqual([one.access_token]);
+
+    // A rotated secret of one app leaves the other's working.
+    const rotated = github.rotateClientSecret(undefined, second.clientId);
+    expect(github.clients[1]).toEqual({ clientId: second.clientId, clientSecret: rotated });
+    expect((await refresh(first, one.refresh_token)).access_token).toMatch(/^ghu_/);
+    expect((await exchange(second, authorizeAs(second.clientId).code)).error).toBe('incorrect_client_credentials');
+    expect(() => github.rotateClientSecret(undefined, 'unknown')).toThrow(/no client/);
+
+    expect(github.clientCalls.slice(since)).toEqual([
+      { endpoint: 'authorize', clientId: first.clientId },
+      { endpoint: 'token', clientId: second.clientId },
+      { endpoint: 'token', clientId: first.clientId },
+      { endpoint: 'authorize', clientId: second.clientId },
+      { endpoint: 'token', clientId: second.clientId },
+      { endpoint: 'refresh', clientId: second.clientId },
+      { endpoint: 'refresh', clientId: second.clientId },
+      { endpoint: 'revoke', clientId: second.clientId },
+      { endpoint: 'revoke', clientId: second.clientId },
+      { endpoint: 'revoke', clientId: second.clientId },
+      { endpoint: 'refresh', clientId: first.clientId },
+      { endpoint: 'authorize', clientId: second.clientId },
+      { endpoint: 'token', clientId: second.clientId },
+    ]);
+    expect(github.issuedTokens()).toEqual(expect.arrayContaining([one.access_token, one.refresh_token, two.access_token, renewed.refresh_token]));
+  });
+});

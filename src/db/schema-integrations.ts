@@ -264,7 +264,12 @@ export const oauthApps = pgTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [primaryKey({ columns: [t.organizationId, t.id] }), index('oauth_apps_organization_provider_idx').on(t.organizationId, t.provider)],
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.id] }),
+    index('oauth_apps_organization_provider_idx').on(t.organizationId, t.provider),
+    // An app's events route names the app alone (docs/contract.md §5e): its ULID finds it, and is never another organization's too.
+    uniqueIndex('oauth_apps_id_idx').on(t.id),
+  ],
 );
 
 /**

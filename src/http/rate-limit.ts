@@ -17,8 +17,8 @@ export interface RateLimiter {
   checkEmail: (request: FastifyRequest, reply: FastifyReply, email: string) => Promise<void>;
   /** Failed authentications per client IP (decision 78). */
   failures: FailedAuthentications;
-  /** A provider's signed event deliveries, all of that provider's together (docs/contract.md §5b): ten times RATE_LIMIT_MAX. */
-  checkProviderEvents: (request: FastifyRequest, reply: FastifyReply, provider: string) => Promise<void>;
+  /** A provider's signed event deliveries, all of one app's together (docs/contract.md §5b, §5e): ten times RATE_LIMIT_MAX each. */
+  checkProviderEvents: (request: FastifyRequest, reply: FastifyReply, appId: string) => Promise<void>;
 }
 
 const noop: Limit = async () => {};
@@ -75,12 +75,12 @@ export async function createRateLimiter(
     emails.set(request, email);
     return byEmail(request, reply);
   };
-  // Keyed by the provider, not the address: a provider delivers from many.
-  const providers = new WeakMap<FastifyRequest, string>();
-  const byProvider = await limiter((request) => `provider-events:${providers.get(request) ?? ''}`, options.max * 10);
-  const checkProviderEvents = (request: FastifyRequest, reply: FastifyReply, provider: string) => {
-    providers.set(request, provider);
-    return byProvider(request, reply);
+  // Keyed by the receiving app (the default app's id is its provider's), not the address: a provider delivers from many.
+  const apps = new WeakMap<FastifyRequest, string>();
+  const byApp = await limiter((request) => `provider-events:${apps.get(request) ?? ''}`, options.max * 10);
+  const checkProviderEvents = (request: FastifyRequest, reply: FastifyReply, appId: string) => {
+    apps.set(request, appId);
+    return byApp(request, reply);
   };
   return { check, checkEmail, failures, checkProviderEvents };
 }

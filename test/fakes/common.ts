@@ -56,6 +56,26 @@ export interface FakeStats {
   messagesPosted?: number;
 }
 
+/** A client registration (an app) at the provider. */
+export interface FakeClient {
+  clientId: string;
+  clientSecret: string;
+}
+
+/** Which endpoint a call with client credentials (or a client id) reached. */
+export type FakeClientEndpoint = 'authorize' | 'token' | 'refresh' | 'revoke';
+
+/**
+ * One call that named a client, in order: an authorization answered (approved or denied), a code
+ * exchange, a refresh (whatever their outcome), and, where the fake's provider names the client in
+ * a revocation (GitHub's `DELETE /applications/{client_id}/grant`), a revocation.
+ */
+export interface FakeClientCall {
+  endpoint: FakeClientEndpoint;
+  /** The client id the call presented (undefined: none). */
+  clientId: string | undefined;
+}
+
 /** The values a browser is redirected back with after "Approve". */
 export interface FakeAuthorization {
   code: string;
@@ -80,7 +100,16 @@ export interface FakeProvider<U extends FakeUser = FakeUser> {
    * page: from then on the token endpoint (and any other client-authenticated call) refuses
    * the previous one, the way this provider refuses bad client credentials. Returns the new one.
    */
-  rotateClientSecret(secret?: string): string;
+  rotateClientSecret(secret?: string, clientId?: string): string;
+  /**
+   * Registers another client (app) at the provider, as a second OAuth app of the same account;
+   * fakes that tell apps apart (GitHub) accept it everywhere the first is accepted. Returns it.
+   */
+  registerClient(client?: Partial<FakeClient>): FakeClient;
+  /** Every registered client, the first (`clientId`) first, with its current secret. */
+  readonly clients: FakeClient[];
+  /** Which client each authorize, token, refresh and revoke call used, in order. */
+  readonly clientCalls: FakeClientCall[];
   /** Creates a user; throws if the login exists. */
   addUser(user: FakeUserInput): U;
   /** What a person clicking "Approve" at `authorizeUrl` produces; throws where the provider would show an error page. */
@@ -96,6 +125,8 @@ export interface FakeProvider<U extends FakeUser = FakeUser> {
   readonly stats: FakeStats;
   /** Every request seen, in order. */
   readonly requests: FakeRequest[];
+  /** Every access and refresh token the fake ever issued, whoever holds it now (for secrets scans). */
+  issuedTokens(): string[];
   /** The currently valid tokens of a user (one entry per code exchange not yet revoked or expired). */
   tokensOf(login: string): { accessToken: string; refreshToken?: string }[];
   /** Stops the server and ends every open or hanging response. */
@@ -110,6 +141,8 @@ export interface FakeProviderOptions {
   clientSecret?: string;
   /** Registered callback URLs (the first is the default); redirect_uri must be one or below one. Default: any http(s) URL. */
   redirectUris?: string[];
+  /** More client registrations the provider knows besides `clientId` (see `registerClient`). */
+  extraClients?: FakeClient[];
   /** Application name on the consent page (default `Tessera`). */
   appName?: string;
   /** Clock in epoch milliseconds for code and token expiry (default `Date.now`). */
@@ -154,6 +187,10 @@ export interface FakeCore<U extends FakeUser> {
   readonly url: string;
   readonly stats: FakeStats;
   readonly grants: Grants;
+  /** The current secret of a registered client; undefined for an unknown (or absent) client id. */
+  clientSecretOf(clientId: string | undefined): string | undefined;
+  /** Records a call that named a client (the core records authorize, token and refresh itself). */
+  recordClientCall(endpoint: FakeClientEndpoint, clientId: string | undefined): void;
   now(): number;
   user(login: string): U | undefined;
   users(): U[];
@@ -339,6 +376,17 @@ export async function startFakeProvider<U extends FakeUser>(
 ): Promise<FakeProvider<U>> {
   const clientId = options.clientId ?? defaults.clientId;
   let clientSecret = options.clientSecret ?? defaults.clientSecret;
+  // The other registrations, by client id (the first one's secret is `clientSecret`).
+  const extraClients = new Map<string, string>();
+  const clientCalls: FakeClientCall[] = [];
+  const addClient = (client: Partial<FakeClient> = {}): FakeClient => {
+    const added = { clientId: client.clientId ?? `Ov23li${randomString(14)}`, clientSecret: client.clientSecret ?? randomString(40, '0123456789abcdef') };
+    if (added.clientId === clientId || extraClients.has(added.clientId)) throw new Error(`fake provider: client ${added.clientId} is already registered`);
+    extraClients.set(added.clientId, added.clientSecret);
+    return added;
+  };
+  for (const client of options.extraClients ?? []) addClient(client);
+  const secretOf = (id: string | undefined): string | undefined => (id === undefined ? undefined : id === clientId ? clientSecret : extraClients.get(id));
   const appName = options.appName ?? 'Tessera';
   const registered = (options.redirectUris ?? []).map((uri) => new URL(uri));
   const now = options.now ?? Date.now;
@@ -361,6 +409,10 @@ export async function startFakeProvider<U extends FakeUser>(
     },
     stats,
     grants,
+    clientSecretOf: secretOf,
+    recordClientCall: (endpoint, id) => {
+      clientCalls.push({ endpoint, clientId: id });
+    },
     now,
     user: (login) => users.get(login),
     users: () => [...users.values()],
@@ -383,6 +435,7 @@ export async function startFakeProvider<U extends FakeUser>(
   const def = define(core);
 
   function approve(request: AuthorizeRequest, login: string, grantedScopes?: string[]): FakeAuthorization {
+    clientCalls.push({ endpoint: 'authorize', clientId: request.clientId });
     const code = def.newCode();
     grants.issueCode(code, login, request, grantedScopes ?? request.scopes);
     const location = withParams(request.redirectUri, { code, state: request.state });
@@ -390,6 +443,7 @@ export async function startFakeProvider<U extends FakeUser>(
   }
 
   function refuse(request: AuthorizeRequest): { state: string; location: string } {
+    clientCalls.push({ endpoint: 'authorize', clientId: request.clientId });
     const location = withParams(request.redirectUri, { error: 'access_denied', state: request.state });
     return { state: request.state ?? '', location };
   }
@@ -459,8 +513,14 @@ export async function startFakeProvider<U extends FakeUser>(
     let params: Record<string, string> = {};
     if (route === 'token') {
       params = readParams(ctx, def.tokenAcceptsJson);
-      if (params.grant_type === 'refresh_token') stats.refreshes++;
-      else if (params.code !== undefined || params.grant_type === 'authorization_code') stats.codeExchanges++;
+      const presented = clientCredentials(ctx, params).id;
+      if (params.grant_type === 'refresh_token') {
+        stats.refreshes++;
+        clientCalls.push({ endpoint: 'refresh', clientId: presented });
+      } else if (params.code !== undefined || params.grant_type === 'authorization_code') {
+        stats.codeExchanges++;
+        clientCalls.push({ endpoint: 'token', clientId: presented });
+      }
     }
     if (route === 'api') stats.apiCalls++;
 
@@ -510,10 +570,17 @@ export async function startFakeProvider<U extends FakeUser>(
     get clientSecret() {
       return clientSecret;
     },
-    rotateClientSecret(secret = `rotated${randomString(32)}`) {
-      clientSecret = secret;
+    rotateClientSecret(secret = `rotated${randomString(32)}`, id = clientId) {
+      if (id === clientId) clientSecret = secret;
+      else if (extraClients.has(id)) extraClients.set(id, secret);
+      else throw new Error(`fake provider: no client ${id}`);
       return secret;
     },
+    registerClient: addClient,
+    get clients() {
+      return [{ clientId, clientSecret }, ...[...extraClients].map(([id, secret]) => ({ clientId: id, clientSecret: secret }))];
+    },
+    clientCalls,
     addUser(input) {
       if (users.has(input.login)) throw new Error(`${def.displayName} fake: user ${input.login} exists`);
       const user = def.makeUser(input, ++sequence);
@@ -545,6 +612,7 @@ export async function startFakeProvider<U extends FakeUser>(
     },
     stats,
     requests,
+    issuedTokens: () => [...grants.issued()],
     tokensOf(login) {
       return grants
         .live(login)

@@ -104,11 +104,13 @@ export function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakePr
       };
     }
 
-    function exchange(ctx: FakeContext, params: Record<string, string>): FakeReply {
+    function exchange(ctx: FakeContext, params: Record<string, string>, clientId: string): FakeReply {
       const code = params.code ?? '';
       const found = core.grants.peekCode(code);
       if (found.status !== 'valid') return tokenError(ctx, 'bad_verification_code');
       const { grant } = found;
+      // A code is the app's it was issued to: another OAuth app of the same account cannot redeem it.
+      if (grant.request.clientId !== clientId) return tokenError(ctx, 'bad_verification_code');
       // GitHub does not require redirect_uri here, but one that is sent must be the authorize one.
       if (params.redirect_uri !== undefined && params.redirect_uri !== grant.request.redirectUri) {
         return tokenError(ctx, 'redirect_uri_mismatch');
@@ -117,10 +119,13 @@ export function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakePr
         return tokenError(ctx, 'bad_verification_code');
       }
       core.grants.useCode(code);
-      return tokenReply(ctx, tokenBody(core.grants.issue(grant.login, grant.scopes, 'user', profile)));
+      return tokenReply(ctx, tokenBody(core.grants.issue(grant.login, grant.scopes, 'user', profile, clientId)));
     }
 
-    function refresh(ctx: FakeContext, params: Record<string, string>): FakeReply {
+    function refresh(ctx: FakeContext, params: Record<string, string>, clientId: string): FakeReply {
+      // A refresh token is the app's it was issued to.
+      const owner = core.grants.familyOfToken(params.refresh_token ?? '');
+      if (owner && owner.clientId !== clientId) return tokenError(ctx, 'bad_refresh_token');
       const result = core.grants.rotate(params.refresh_token ?? '');
       if (result.status === 'reused') core.stats.reusedRefreshTokens++;
       if (result.status !== 'rotated') return tokenError(ctx, 'bad_refresh_token');
@@ -128,8 +133,10 @@ export function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakePr
     }
 
     function revokeAtApplication(ctx: FakeContext, pathClientId: string, what: 'grant' | 'token'): FakeReply {
+      core.recordClientCall('revoke', pathClientId);
       const app = basicCredentials(ctx.req);
-      if (pathClientId !== core.clientId || app?.id !== core.clientId || app.secret !== core.clientSecret) {
+      const secret = core.clientSecretOf(pathClientId);
+      if (secret === undefined || app?.id !== pathClientId || app.secret !== secret) {
         return json(404, { message: 'Not Found', documentation_url: DOCS });
       }
       let accessToken: unknown;
@@ -142,9 +149,10 @@ export function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakePr
         return json(422, { message: 'Invalid request.\n\n"access_token" wasn\'t supplied.', documentation_url: DOCS });
       }
       const family = core.grants.familyOfAccess(accessToken);
-      if (!family || family.revoked) return json(404, { message: 'Not Found', documentation_url: DOCS });
-      // The grant is the user's authorization of the app: every token of it goes.
-      if (what === 'grant') core.grants.revokeUser(family.login);
+      // A token of another app of the same account is not this app's to revoke.
+      if (!family || family.revoked || family.clientId !== pathClientId) return json(404, { message: 'Not Found', documentation_url: DOCS });
+      // The grant is the user's authorization of the app: every token of it goes (another app's stay).
+      if (what === 'grant') core.grants.revokeUser(family.login, pathClientId);
       else core.grants.revoke(family);
       core.stats.revocations++;
       return empty(204, rateHeaders());
@@ -209,7 +217,8 @@ export function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakePr
       }),
       parseAuthorize(query: URLSearchParams) {
         // GitHub shows a 404 page for an unknown client_id.
-        if (query.get('client_id') !== core.clientId) throw new FakeAuthorizeError('Not Found', 404);
+        const clientId = query.get('client_id') ?? undefined;
+        if (clientId === undefined || core.clientSecretOf(clientId) === undefined) throw new FakeAuthorizeError('Not Found', 404);
         const redirectUri = core.checkRedirectUri(query.get('redirect_uri'));
         if (redirectUri === null) throw new FakeAuthorizeError('The redirect_uri is not associated with this application.');
         const codeChallenge = query.get('code_challenge');
@@ -222,7 +231,7 @@ export function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakePr
         // Documented as space-separated; GitHub also tolerates commas.
         const scopes = [...new Set((query.get('scope') ?? '').split(/[\s,]+/).filter(Boolean))];
         return {
-          clientId: core.clientId,
+          clientId,
           redirectUri,
           redirectUriGiven: query.has('redirect_uri'),
           scopes,
@@ -233,12 +242,13 @@ export function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakePr
       },
       handleToken(ctx, params) {
         const client = clientCredentials(ctx, params);
-        if (client.id !== core.clientId || client.secret !== core.clientSecret) {
+        const secret = core.clientSecretOf(client.id);
+        if (client.id === undefined || secret === undefined || client.secret !== secret) {
           return tokenError(ctx, 'incorrect_client_credentials');
         }
         const grantType = params.grant_type ?? (params.code !== undefined ? 'authorization_code' : '');
-        if (grantType === 'authorization_code') return exchange(ctx, params);
-        if (grantType === 'refresh_token') return refresh(ctx, params);
+        if (grantType === 'authorization_code') return exchange(ctx, params, client.id);
+        if (grantType === 'refresh_token') return refresh(ctx, params, client.id);
         return tokenError(ctx, 'unsupported_grant_type');
       },
       handleApi,

@@ -40,6 +40,8 @@ export interface TokenFamily {
   readonly scopes: readonly string[];
   readonly kind: 'user' | 'bot';
   readonly profile: TokenProfile;
+  /** The client registration (app) the grant was made to, where the provider tells them apart. */
+  readonly clientId?: string;
   accessToken: string;
   accessExpiresAt: number | null;
   refreshToken: string | null;
@@ -72,6 +74,7 @@ export class Grants {
   readonly #byRefresh = new Map<string, TokenFamily>();
   readonly #retiredAccess = new Map<string, TokenFamily>();
   readonly #retiredRefresh = new Map<string, TokenFamily>();
+  readonly #issued: string[] = [];
 
   constructor(now: () => number) {
     this.#now = now;
@@ -97,14 +100,15 @@ export class Grants {
     if (entry) entry.used = true;
   }
 
-  /** Mints a new family of tokens for a user. */
-  issue(login: string, scopes: readonly string[], kind: 'user' | 'bot', profile: TokenProfile): TokenFamily {
+  /** Mints a new family of tokens for a user (made to `clientId`, when the provider tells its apps apart). */
+  issue(login: string, scopes: readonly string[], kind: 'user' | 'bot', profile: TokenProfile, clientId?: string): TokenFamily {
     const family: TokenFamily = {
       id: this.#families.length + 1,
       login,
       scopes: [...scopes],
       kind,
       profile,
+      ...(clientId === undefined ? {} : { clientId }),
       accessToken: '',
       accessExpiresAt: null,
       refreshToken: null,
@@ -161,6 +165,7 @@ export class Grants {
     family.accessExpiresAt = family.profile.accessTtlSeconds === null ? null : now + family.profile.accessTtlSeconds * 1000;
     family.accessRevoked = false;
     this.#byAccess.set(family.accessToken, family);
+    this.#issued.push(family.accessToken);
     return { status: 'rotated', family };
   }
 
@@ -187,9 +192,16 @@ export class Grants {
     family.accessRevoked = true;
   }
 
-  /** Revokes every token a user holds. */
-  revokeUser(login: string): void {
-    for (const family of this.#families) if (family.login === login) family.revoked = true;
+  /** Revokes every token a user holds — of one app only when `clientId` is given (the user's grant to that app). */
+  revokeUser(login: string, clientId?: string): void {
+    for (const family of this.#families) {
+      if (family.login === login && (clientId === undefined || family.clientId === clientId)) family.revoked = true;
+    }
+  }
+
+  /** Every access and refresh token ever minted, in order (what a secrets scan looks for). */
+  issued(): readonly string[] {
+    return this.#issued;
   }
 
   /** Families of a user that still hold a usable access or refresh token. */
@@ -211,10 +223,12 @@ export class Grants {
     family.accessExpiresAt = profile.accessTtlSeconds === null ? null : now + profile.accessTtlSeconds * 1000;
     family.accessRevoked = false;
     this.#byAccess.set(family.accessToken, family);
+    this.#issued.push(family.accessToken);
     if (profile.refresh) {
       family.refreshToken = profile.refresh();
       family.refreshExpiresAt = profile.refreshTtlSeconds === null ? null : now + profile.refreshTtlSeconds * 1000;
       this.#byRefresh.set(family.refreshToken, family);
+      this.#issued.push(family.refreshToken);
     }
   }
 }

@@ -20,6 +20,10 @@
  *   `payload.plainToken`; `app_deauthorized` carries `payload.account_id`, `user_id`,
  *   `deauthorization_time` (ISO 8601), `client_id`, `user_data_retention` and `signature`, with
  *   `event_ts` in epoch milliseconds.
+ * - Linear (the OAuth application's webhook): `Linear-Signature` = hex HMAC-SHA256(secret, raw
+ *   body), no prefix; `Linear-Delivery` (a UUID) and `Linear-Event` (the entity type) headers;
+ *   every body carries `webhookTimestamp` (epoch milliseconds). An `OAuthApp` `revoked` event
+ *   names `organizationId` and the app's `oauthClientId`.
  */
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 
@@ -184,6 +188,37 @@ export function zoomEvents(secretToken: string, app: { clientId?: string } = {})
           },
         }),
         options.timestamp,
+      ),
+  };
+}
+
+/** Linear's webhook deliveries of an OAuth application, signed with its webhook signing secret. */
+export function linearEvents(signingSecret: string) {
+  const sign = (body: string, deliveryId: string = randomUUID()): SignedDelivery => ({
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'user-agent': 'Linear-Webhook',
+      'linear-delivery': deliveryId,
+      'linear-event': String((JSON.parse(body) as { type?: unknown }).type ?? ''),
+      'linear-signature': hmacHex(signingSecret, body),
+    },
+    body,
+  });
+  return {
+    sign,
+    /** An organization's admin revoked the app's access (every token of the app in that Linear organization). */
+    oauthAppRevoked: (organizationId: string, oauthClientId: string, options: { webhookTimestamp?: number } = {}) =>
+      sign(
+        JSON.stringify({
+          action: 'revoked',
+          type: 'OAuthApp',
+          createdAt: new Date().toISOString(),
+          organizationId,
+          oauthClientId,
+          url: 'https://linear.app/settings/api/applications',
+          webhookId: randomUUID(),
+          webhookTimestamp: options.webhookTimestamp ?? Date.now(),
+        }),
       ),
   };
 }

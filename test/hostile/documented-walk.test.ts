@@ -141,6 +141,9 @@ describe('every documented route, walked as documented', () => {
     await call('provider events (Slack url_verification)', 'POST', '/v1/providers/slack/events', 200, slackCheck.headers, slackCheck.body);
     const revoked = githubEvents(SECRETS.github).authorizationRevoked({ id: 424242, login: 'nobody-here' });
     await call('provider events (GitHub)', 'POST', '/v1/providers/github/events', 200, revoked.headers, revoked.body);
+    // The same app's route by its id (docs/contract.md §5e): the default deployment app's id is its provider's.
+    const revokedAgain = githubEvents(SECRETS.github).authorizationRevoked({ id: 434343, login: 'nobody-here-either' });
+    await call("an app's events (the default GitHub app)", 'POST', '/v1/apps/github/events', 200, revokedAgain.headers, revokedAgain.body);
 
     // Documented errors.
     await call('401', 'GET', '/v1/integrations', 401);

@@ -19,6 +19,7 @@ CREATE TABLE "oauth_apps" (
 --> statement-breakpoint
 ALTER TABLE "oauth_apps" ADD CONSTRAINT "oauth_apps_organization_id_organizations_id_fk" FOREIGN KEY ("organization_id") REFERENCES "public"."organizations"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "oauth_apps_organization_provider_idx" ON "oauth_apps" USING btree ("organization_id","provider");--> statement-breakpoint
+CREATE UNIQUE INDEX "oauth_apps_id_idx" ON "oauth_apps" USING btree ("id");--> statement-breakpoint
 CREATE TABLE "oauth_app_secrets" (
 	"organization_id" text NOT NULL,
 	"app_id" text NOT NULL,
@@ -51,3 +52,6 @@ UPDATE "grant_revocations" SET "app_id" = "provider";--> statement-breakpoint
 ALTER TABLE "grant_revocations" ALTER COLUMN "app_id" SET NOT NULL;--> statement-breakpoint
 ALTER TABLE "grant_revocations" ADD COLUMN "app_key_id" text;--> statement-breakpoint
 ALTER TABLE "grant_revocations" ADD COLUMN "app_envelope" text;
+--> statement-breakpoint
+-- Linear's revocation events name the Linear organization (docs/contract.md §5b): rows connected before keep it in their metadata.
+UPDATE "integrations" SET "provider_workspace_id" = "metadata"->>'organizationId' WHERE "provider" = 'linear' AND "provider_workspace_id" IS NULL AND "metadata" ? 'organizationId';

@@ -54,6 +54,19 @@ export const APP_COLUMNS = sql`a.organization_id, a.id, a.provider, a.name, a.cl
 
 const CACHED_APPS = 1000;
 
+/**
+ * An app as its events route reads it (docs/contract.md §5e): the provider bound to it, the
+ * client id its events may name, the secret they are signed with, and — for an organization's
+ * own app — that organization, the only one whose integrations its events may touch.
+ */
+export interface EventsApp {
+  ref: AppRef;
+  provider: ConfiguredProvider;
+  clientId: string;
+  eventsSecret?: string;
+  organizationId?: string;
+}
+
 export class AppCatalog {
   private readonly bound = new Map<string, ConfiguredProvider>();
   private readonly deps: { providers: ProviderRegistry; config: { keyring: Keyring } };
@@ -105,6 +118,38 @@ export class AppCatalog {
           WHERE a.organization_id = ${organizationId} AND a.id = ${appId}`,
     );
     return row ?? null;
+  }
+
+  /**
+   * An organization's own app found by its id alone, or null: a provider's event names no
+   * organization, and an app's ULID is unique across them (index `oauth_apps_id_idx`).
+   */
+  async organizationAppById(db: Db, appId: string): Promise<OrganizationAppRow | null> {
+    if (!ULID.test(appId)) return null;
+    const [row] = await queryRows<OrganizationAppRow>(
+      db,
+      sql`SELECT ${APP_COLUMNS} FROM oauth_apps a LEFT JOIN oauth_app_secrets s ON s.organization_id = a.organization_id AND s.app_id = a.id
+          WHERE a.id = ${appId}`,
+    );
+    return row ?? null;
+  }
+
+  /**
+   * The app behind `POST /v1/apps/{id}/events` (docs/contract.md §5e): a deployment app of a
+   * configured provider, or an organization's own app of a provider still offered; undefined
+   * otherwise. Whether it has events at all is its definition's and its secret's to say.
+   */
+  async eventsApp(db: Db, appId: string): Promise<EventsApp | undefined> {
+    const deployment = this.deps.providers.deploymentApp(appId);
+    if (deployment) {
+      if (!this.deps.providers.get(deployment.provider)) return undefined;
+      return { ref: deployment.ref, provider: deployment.configured, clientId: deployment.clientId, ...(deployment.eventsSecret ? { eventsSecret: deployment.eventsSecret } : {}) };
+    }
+    const row = await this.organizationAppById(db, appId);
+    if (!row || !this.deps.providers.get(row.provider)) return undefined;
+    // The envelope is the truth of what the app holds; `has_events_secret` is what its answers read.
+    const { eventsSecret } = this.secrets(row);
+    return { ref: { id: row.id, owner: 'organization' }, provider: this.bind(row), clientId: row.client_id, organizationId: row.organization_id, ...(eventsSecret ? { eventsSecret } : {}) };
   }
 
   /**

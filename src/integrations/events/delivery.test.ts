@@ -1,9 +1,11 @@
 // Reading deliveries by the definitions' data, against the test vectors the providers publish.
 import { describe, expect, it } from 'vitest';
+import { createHmac } from 'node:crypto';
 import { github } from '../providers/github.ts';
+import { linear } from '../providers/linear.ts';
 import { slack } from '../providers/slack.ts';
 import { zoom } from '../providers/zoom.ts';
-import { checkSignature, deliveryIdOf, idsOf, matchingRule, targetsOf } from './delivery.ts';
+import { checkSignature, deliveryIdOf, idsOf, matchingRule, namesClient, targetsOf } from './delivery.ts';
 
 const events = (definition: { events?: unknown }) => definition.events as NonNullable<typeof slack.events>;
 
@@ -27,6 +29,34 @@ describe('signatures, as the providers document them', () => {
     expect(checkSignature(events(github), "It's a Secret to Everybody", delivery, Date.now())).toBe('ok');
     expect(checkSignature(events(github), "It's a Secret to Everybody", { headers: {}, raw: delivery.raw }, Date.now())).toBe('rejected_signature');
     expect(checkSignature(events(github), "It's a Secret to Everybody", { headers: { 'x-hub-signature-256': 'sha256=757107' }, raw: delivery.raw }, Date.now())).toBe('rejected_signature');
+  });
+});
+
+describe("Linear's webhook: the signed body's webhookTimestamp, and the app's client id", () => {
+  const secret = 'lin_wh_0123456789abcdef';
+  const at = 1_764_300_000_000;
+  const signed = (body: Record<string, unknown>) => {
+    const raw = Buffer.from(JSON.stringify(body));
+    return { headers: { 'linear-signature': createHmac('sha256', secret).update(raw).digest('hex'), 'linear-delivery': 'd-1' }, raw };
+  };
+  const revoked = { action: 'revoked', type: 'OAuthApp', organizationId: 'org-1', oauthClientId: 'client-a', webhookTimestamp: at };
+
+  it('verifies within 60 seconds of webhookTimestamp; later, or without one, is stale; a wrong secret is refused first', () => {
+    expect(checkSignature(events(linear), secret, signed(revoked), at + 59_000)).toBe('ok');
+    expect(checkSignature(events(linear), secret, signed(revoked), at - 59_000)).toBe('ok');
+    expect(checkSignature(events(linear), secret, signed(revoked), at + 61_000)).toBe('stale');
+    expect(checkSignature(events(linear), secret, signed({ ...revoked, webhookTimestamp: undefined }), at)).toBe('stale');
+    expect(checkSignature(events(linear), secret, signed({ ...revoked, webhookTimestamp: String(at) }), at)).toBe('stale');
+    expect(checkSignature(events(linear), 'another-secret', signed(revoked), at)).toBe('rejected_signature');
+  });
+
+  it('an OAuthApp revocation names the Linear organization, and acts for the app whose client id it names', () => {
+    const rule = matchingRule(events(linear), signed(revoked), revoked);
+    expect(rule?.type).toBe('oauth_app_revoked');
+    expect(rule && targetsOf(rule, revoked)).toEqual({ workspace: 'org-1' });
+    expect(rule && namesClient(rule, revoked, 'client-a')).toBe(true);
+    expect(rule && namesClient(rule, revoked, 'client-b')).toBe(false);
+    expect(rule && namesClient(rule, { ...revoked, oauthClientId: undefined }, 'client-a')).toBe(false);
   });
 });
 

@@ -44,7 +44,14 @@ export function checkSignature(spec: EventsSpec, secret: string, delivery: Deliv
   const given = Buffer.from(sent.slice(signature.prefix.length));
   // Equal lengths first: timingSafeEqual throws otherwise, and a length says nothing of the secret.
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'rejected_signature';
-  if (timestamp !== undefined && Math.abs(nowMs / 1000 - Number(timestamp)) > (signature.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS)) return 'stale';
+  const tolerance = signature.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+  if (timestamp !== undefined && Math.abs(nowMs / 1000 - Number(timestamp)) > tolerance) return 'stale';
+  if (signature.bodyTimestamp) {
+    // Signed with the body: read only now that the signature holds.
+    const value = valueAt(parseBody(delivery.raw), signature.bodyTimestamp.path);
+    const ms = typeof value === 'number' && Number.isFinite(value) ? value * (signature.bodyTimestamp.format === 'seconds' ? 1000 : 1) : undefined;
+    if (ms === undefined || Math.abs(nowMs - ms) > tolerance * 1000) return 'stale';
+  }
   return 'ok';
 }
 
@@ -123,6 +130,13 @@ export function targetsOf(rule: EventRule, body: unknown): { workspace?: string;
   const accounts = rule.match.accounts !== undefined ? idsOf(rule.match.accounts, body) : undefined;
   if ((rule.match.workspace !== undefined && workspace?.length !== 1) || (rule.match.accounts !== undefined && (!accounts || accounts.length > 100))) return undefined;
   return { ...(workspace?.[0] !== undefined ? { workspace: workspace[0] } : {}), ...(accounts ? { accounts: [...new Set(accounts)] } : {}) };
+}
+
+/** Whether the body names `clientId` where the rule says it names the app's client (`EventRule.match.client`); true when it says nowhere. */
+export function namesClient(rule: EventRule, body: unknown, clientId: string): boolean {
+  if (rule.match.client === undefined) return true;
+  const named = valueAt(body, rule.match.client);
+  return typeof named === 'string' && named === clientId;
 }
 
 /** The delivery's id, the same on the provider's retries; undefined when the delivery carries none. */

@@ -20,7 +20,7 @@ import { systemUnitOfWork } from '../../ground/work.ts';
 import type { EventsSpec } from '../providers/spec.ts';
 import type { CheckOutcome, TokenLifecycle } from '../tokens/lifecycle.ts';
 import { judge } from '../tokens/policy.ts';
-import { checkSignature, type Delivery, deliveryIdOf, handshakeAnswer, matchingRule, occurredAtOf, parseBody, targetsOf } from './delivery.ts';
+import { checkSignature, type Delivery, deliveryIdOf, handshakeAnswer, matchingRule, namesClient, occurredAtOf, parseBody, targetsOf } from './delivery.ts';
 
 /** What receiving a delivery works with. */
 export interface EventDeps {
@@ -63,10 +63,23 @@ interface Named {
   id: string;
 }
 
+/**
+ * The app whose route received the delivery (docs/contract.md §5e): its events act only on the
+ * integrations it made — of its organization alone, when it is an organization's own.
+ */
+export interface ReceivingApp {
+  id: string;
+  clientId: string;
+  organizationId?: string;
+  /** Where its events secret is set, for the log line of a refused signature (a setting's name, or the app's id; never the value). */
+  secretSetting: string;
+}
+
 export interface IncomingDelivery extends Delivery {
   provider: string;
+  app: ReceivingApp;
   events: EventsSpec;
-  /** The provider's events secret (`INTEGRATION_OAUTH_<P>_EVENTS_SECRET`). */
+  /** The app's events secret (`INTEGRATION_OAUTH_<P>_EVENTS_SECRET` for the default app). */
   secret: string;
   requestId: string;
 }
@@ -86,12 +99,12 @@ const notWhatTheProviderSends = () => new AppError('INVALID_INPUT', { message: '
  * returns. An unknown account, an event type not acted on and a duplicate all answer the same.
  */
 export async function receiveDelivery(deps: EventDeps, delivery: IncomingDelivery, nowMs = Date.now()): Promise<EventAnswer> {
-  const { provider, events } = delivery;
+  const { provider, events, app } = delivery;
   const signature = checkSignature(events, delivery.secret, delivery, nowMs);
   if (signature !== 'ok') {
     deps.metrics?.providerEvent(provider, UNVERIFIED, signature);
     // Names the setting, never its value: a deployment whose secret is wrong sees every delivery refused here.
-    deps.logger.warn({ provider, outcome: signature }, `provider event refused: signature missing, wrong or stale (check INTEGRATION_OAUTH_${provider.toUpperCase()}_EVENTS_SECRET)`);
+    deps.logger.warn({ provider, app: app.id, outcome: signature }, `provider event refused: signature missing, wrong or stale (check ${app.secretSetting})`);
     throw new AppError('UNAUTHENTICATED', { message: 'The delivery is not signed by the provider' });
   }
   await deps.limit?.();
@@ -105,6 +118,12 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
     deps.metrics?.providerEvent(provider, OTHER, 'unmatched');
     return { success: true };
   }
+  // An event naming another registration's client (Linear's `oauthClientId`) is that app's to act on, never this one's.
+  if (!namesClient(rule, body, app.clientId)) {
+    deps.metrics?.providerEvent(provider, rule.type, 'unmatched');
+    deps.logger.info({ provider, app: app.id, type: rule.type, outcome: 'unmatched' }, 'provider event received for another app');
+    return { success: true };
+  }
   const targets = targetsOf(rule, body);
   const deliveryId = deliveryIdOf(events, delivery, body);
   if (!targets || !deliveryId) throw notWhatTheProviderSends();
@@ -116,7 +135,9 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
   const { transition: revoked } = judge('revoked', 'event');
   if (!revoked) throw new Error('the failure policy names no transition for a revocation event');
   const transition = { ...revoked, deliveryId };
-  const conditions: SQL[] = [eq(integrations.provider, provider)];
+  // Only the integrations this app made (docs/contract.md §5e): another app's events secret is another registration's word.
+  const conditions: SQL[] = [eq(integrations.provider, provider), eq(integrations.appId, app.id)];
+  if (app.organizationId !== undefined) conditions.push(eq(integrations.organizationId, app.organizationId));
   if (targets.workspace !== undefined) conditions.push(eq(integrations.providerWorkspaceId, targets.workspace));
   if (targets.accounts !== undefined) conditions.push(inArray(integrations.providerAccountId, targets.accounts));
   // Across organizations by design: the provider names its account, not our tenant. Each change is then led by its organization.
@@ -181,7 +202,7 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
   }
   const changed = acted.length;
   deps.metrics?.providerEvent(provider, rule.type, outcome);
-  deps.logger.info({ provider, type: rule.type, deliveryId, outcome, integrations: changed }, 'provider event received');
+  deps.logger.info({ provider, app: app.id, type: rule.type, deliveryId, outcome, integrations: changed }, 'provider event received');
   return { success: true };
 }
 

@@ -42,6 +42,8 @@ export const linear = defineProvider({
     username: ['data.viewer.name', 'data.viewer.email'],
     email: 'data.viewer.email',
     metadata: { organizationId: 'data.organization.id', organizationName: 'data.organization.name', urlKey: 'data.organization.urlKey' },
+    // The Linear organization: what an `OAuthApp` revocation names (docs/contract.md §5b).
+    workspaceId: 'data.organization.id',
   },
   api: {
     missingScope: [{ body: { path: 'errors[].extensions.type', matches: '^forbidden$' } }],
@@ -49,5 +51,19 @@ export const linear = defineProvider({
     rateLimit: [{ body: { path: 'errors[].extensions.type', matches: '^ratelimited$' } }],
   },
   revoke: { url: '{revokeUrl}', auth: 'bearer' },
+  // The OAuth application's webhook: the raw body signed (hex, no prefix), its `webhookTimestamp`
+  // within 60 s. A revocation names the Linear organization and the app's client id — another
+  // app's revocation is not this app's to act on (docs/contract.md §5e).
+  events: {
+    signature: { header: 'linear-signature', prefix: '', bodyTimestamp: { path: 'webhookTimestamp', format: 'milliseconds' }, toleranceSeconds: 60 },
+    deliveryId: { header: 'linear-delivery' },
+    rules: [
+      {
+        type: 'oauth_app_revoked',
+        when: [{ path: 'type', equals: 'OAuthApp' }, { path: 'action', equals: 'revoked' }],
+        match: { workspace: '{organizationId}', client: 'oauthClientId' },
+      },
+    ],
+  },
   isWrite,
 });

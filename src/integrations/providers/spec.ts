@@ -131,6 +131,12 @@ export interface EventSignatureSpec {
   /** Default `{body}`. */
   signed?: string;
   timestampHeader?: string;
+  /**
+   * A timestamp the signed body carries instead (Linear's `webhookTimestamp`, epoch
+   * milliseconds): read once the signature holds, held to `toleranceSeconds` the same way; a body
+   * without it is stale.
+   */
+  bodyTimestamp?: { path: string; format: 'seconds' | 'milliseconds' };
   /** Default 300 (five minutes). */
   toleranceSeconds?: number;
 }
@@ -160,9 +166,11 @@ export interface EventRule {
    * workspace id the integration keeps (`AccountSpec.workspaceId`), and its account ids — a
    * path ending in `[]` yields one id per item (`{team_id}:{event.tokens.oauth[]}`; an empty
    * list names no one). Both given, both must hold; a template the body cannot fill makes the
-   * delivery a 400.
+   * delivery a 400. `client`: a dot path of the body naming the app's client id (Linear's
+   * `oauthClientId`); a delivery naming another client acts on nothing (`unmatched`) — each app
+   * acts only on its own integrations (docs/contract.md §5e).
    */
-  match: { workspace?: string; accounts?: string };
+  match: { workspace?: string; accounts?: string; client?: string };
   /** When the provider says the revocation happened: a dot path holding epoch seconds, epoch milliseconds or an ISO 8601 time. */
   occurredAt?: { path: string; format: 'seconds' | 'milliseconds' | 'iso' };
   /**
