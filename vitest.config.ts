@@ -13,6 +13,7 @@ export const SLOW = [
   // Chromium
   'test/browser.test.ts',
   'test/console.test.ts',
+  'test/console-apps.test.ts',
   'test/connect-guard-browser.test.ts',
   'test/connect-js.test.ts',
   'test/docs-page.test.ts',

@@ -9,6 +9,8 @@ export class ApiError extends Error {
     this.code = code;
     this.retryAfter = extra.retryAfter ?? null;
     this.requestId = extra.requestId ?? null;
+    /** The answer's `details` (`[{path, message}]`, which field is wrong and why; never a secret), or []. */
+    this.details = extra.details ?? [];
   }
 }
 
@@ -63,7 +65,11 @@ export async function api(method, path, body, { csrf = true, organization = null
       response.status,
       typeof data?.code === 'string' ? data.code : 'UNKNOWN',
       typeof data?.error === 'string' ? data.error : `Tessera answered HTTP ${response.status}.`,
-      { retryAfter: response.headers.get('retry-after'), requestId: data?.requestId ?? response.headers.get('x-request-id') },
+      {
+        retryAfter: response.headers.get('retry-after'),
+        requestId: data?.requestId ?? response.headers.get('x-request-id'),
+        details: Array.isArray(data?.details) ? data.details : [],
+      },
     );
   }
   return data;

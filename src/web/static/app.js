@@ -8,6 +8,7 @@
 import { drawAccount, drawEntered, drawMyInvitations, storedEntered, storeEntered } from './account.js';
 import { api, graphql } from './api.js';
 import apiTokens from './sections/api-tokens.js';
+import apps from './sections/apps.js';
 import audit from './sections/audit.js';
 import deliveries from './sections/deliveries.js';
 import integrations from './sections/integrations.js';
@@ -17,7 +18,7 @@ import serviceTokens from './sections/service-tokens.js';
 import sessions from './sections/sessions.js';
 import { clearMessages, complain, describeError, h, say, show, whileBusy } from './ui.js';
 
-const SECTIONS = [integrations, members, apiTokens, sessions, audit, organizations, serviceTokens, deliveries];
+const SECTIONS = [integrations, apps, members, apiTokens, sessions, audit, organizations, serviceTokens, deliveries];
 const INVITATION_FIELDS = 'id email role expiresAt organization { id name }';
 
 const el = (id) => document.getElementById(id);
@@ -47,7 +48,7 @@ const state = {
   access: null,
   /** The signed-in person's organizations, with their external ids (GraphQL). */
   organizations: [],
-  /** Configured providers: `{id, displayName}`. */
+  /** The providers this organization may connect (`GET /v1/providers`): `{id, displayName, authMode, apps, …}`. */
   providers: [],
   myInvitations: [],
   /** The organization a system administrator entered to read: `{id, name, externalId}`, or null. */
@@ -95,7 +96,19 @@ const ctx = {
   go,
   reload: () => loadAll(),
   refreshAccount,
+  refreshProviders,
 };
+
+/** Re-reads the providers this organization may connect (an app added or deleted changes them, docs/contract.md §5e). */
+async function refreshProviders() {
+  const generation = state.generation;
+  try {
+    const answer = await api('GET', '/v1/providers');
+    if (generation === state.generation) state.providers = answer.providers;
+  } catch {
+    // Kept as they were: the section's own reload says what is wrong, if anything is.
+  }
+}
 
 /** Re-reads the person's organizations and invitations (created or answered elsewhere) without redrawing the section. */
 async function refreshAccount() {

@@ -176,22 +176,29 @@ export function facts(pairs) {
 }
 
 /**
+ * A Copy button for `value` (shown in `shown`, a node on the page): to the clipboard, or, where
+ * there is none (an insecure origin), selected for a manual copy. `label` says what it copies.
+ */
+export function copyButton(label, value, shown, focusKey) {
+  return actionButton('Copy', ` ${label}`, focusKey, async (button) => {
+    try {
+      await navigator.clipboard.writeText(value);
+      say(`${capitalized(label)} copied.`);
+    } catch {
+      getSelection()?.selectAllChildren(shown);
+      say('Press Ctrl+C (⌘C) to copy the selected text.');
+    }
+    button.focus();
+  });
+}
+
+/**
  * A secret shown once (a new token's value, a connect link): selectable text, a Copy button, and
  * the warning that it is not shown again.
  */
 export function shownOnce(label, value, id) {
   const output = h('output', { id, class: 'secret', text: value });
-  const copy = actionButton('Copy', ` ${label}`, `copy:${id}`, async (button) => {
-    try {
-      await navigator.clipboard.writeText(value);
-      say(`${capitalized(label)} copied.`);
-    } catch {
-      // No clipboard (an insecure origin): the value is selected for a manual copy.
-      getSelection()?.selectAllChildren(output);
-      say('Press Ctrl+C (⌘C) to copy the selected text.');
-    }
-    button.focus();
-  });
+  const copy = copyButton(label, value, output, `copy:${id}`);
   return h(
     'div',
     { class: 'shown-once', role: 'group', 'aria-labelledby': `${id}-label` },
