@@ -25,7 +25,7 @@ describe('loadConfig', () => {
     expect(config.server).toMatchObject({ host: '127.0.0.1', port: 8080, publicUrl: 'http://127.0.0.1:8080' });
     expect(config.oauth).toMatchObject({ stateExpiry: 300, validationInterval: 14400, statusMaxAge: 60, redirectOrigins: ['http://127.0.0.1:8080'] });
     expect(config.rateLimit).toEqual({ max: 600, window: 60, organizationMax: 2400, serviceMax: 6000 });
-    expect(config.limits).toEqual({ organizationsPerUser: 20, apiTokens: 20 });
+    expect(config.limits).toEqual({ organizationsPerUser: 20, apiTokens: 20, appsPerOrganization: 20 });
     expect(config.auth).toMatchObject({ sessionTtl: 3600, passwordCost: 17 });
     expect(config.csrf.enabled).toBe(true);
     expect(config.keyring.activeId).toBe('k1');
