@@ -204,7 +204,7 @@ export class Revocations {
 
   /** One revocation at the provider: null when done, else why not and whether trying again could help. */
   private async attempt(row: Claimed): Promise<{ error: string; retry: boolean } | null> {
-    const provider = this.appOf(row);
+    const provider = await this.appOf(row);
     const revoke = provider?.definition.revoke;
     // Not configured (any more): the setting may come back, so the grant waits like any failure.
     if (!provider || !revoke) return { error: 'provider not configured', retry: true };
@@ -219,9 +219,15 @@ export class Revocations {
     }
   }
 
-  /** The provider bound to the app that made the grant: a deployment app from the settings, an organization's from the row's own copy. */
-  private appOf(row: Claimed): ConfiguredProvider | undefined {
+  /**
+   * The provider bound to the app that made the grant: a deployment app from the settings; an
+   * organization's as it is now (a secret fixed after the grant was queued is used), else — the
+   * app deleted, with its organization — from the row's own copy.
+   */
+  private async appOf(row: Claimed): Promise<ConfiguredProvider | undefined> {
     if (!this.options.providers.get(row.provider)) return undefined;
+    const current = row.app_key_id ? await this.options.apps.organizationApp(this.options.db, row.organization_id, row.app_id) : null;
+    if (current?.provider === row.provider) return this.options.apps.bind(current);
     if (row.app_key_id && row.app_envelope) {
       const credentials = JSON.parse(open(this.keyring, appBinding(row.organization_id, row.id), { keyId: row.app_key_id, envelope: row.app_envelope })) as AppCredentials;
       return this.options.providers.withApp(row.provider, { id: row.app_id, owner: 'organization' }, credentials);
