@@ -49,9 +49,13 @@ export async function startServer(config: Config, logger = createLogger({ level:
     await database.close().catch(() => {});
     throw error;
   }
-  const providers = app.services.providers.list().map((provider) => provider.id);
+  // Offered to organizations' own apps only: an entry without complete client credentials (docs/contract.md §5e).
+  const all = app.services.providers.list();
+  const providers = all.filter((provider) => provider.app !== null || provider.traits.connects === 'entered').map((provider) => provider.id);
+  const ownAppsOnly = all.filter((provider) => provider.app === null && provider.traits.connects !== 'entered').map((provider) => provider.id);
   if (providers.length > 0) logger.info({ providers }, `providers configured: ${providers.join(', ')}`);
-  else logger.warn('no provider is configured: set INTEGRATION_OAUTH_<P>_CLIENT_ID and INTEGRATION_OAUTH_<P>_CLIENT_SECRET (docs/providers.md)');
+  if (ownAppsOnly.length > 0) logger.info({ providers: ownAppsOnly }, `providers offered to organizations' own apps only: ${ownAppsOnly.join(', ')}`);
+  if (providers.length === 0 && ownAppsOnly.length === 0) logger.warn('no provider is configured: set INTEGRATION_OAUTH_<P>_CLIENT_ID and INTEGRATION_OAUTH_<P>_CLIENT_SECRET (docs/providers.md)');
 
   const { readiness } = app;
   // Binding first lets /livez answer during migrations (which may wait for another instance's

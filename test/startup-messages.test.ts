@@ -51,6 +51,8 @@ describe('start-up messages', () => {
     expect(warnings).toContainEqual(expect.stringMatching(/^config: INTEGRATION_OAUTH_GITLAB_CLIENT_SECRET .*set, but INTEGRATION_OAUTH_GITLAB_CLIENT_ID is not, so provider "gitlab" is not configured/));
     expect(warnings).toContainEqual(expect.stringMatching(/^config: INTEGRATION_OAUTH_GOOGLE_CLIENTID: not a setting, ignored; did you mean INTEGRATION_OAUTH_GOOGLE_CLIENT_ID\?/));
     expect(firstLines).toContainEqual(expect.objectContaining({ msg: 'providers configured: slack', providers: ['slack'] }));
+    // A half-configured entry has no deployment app: only organizations' own apps may connect it (docs/contract.md §5e).
+    expect(firstLines).toContainEqual(expect.objectContaining({ msg: "providers offered to organizations' own apps only: github, gitlab", providers: ['github', 'gitlab'] }));
     // Never a secret's value: not the half-configured one, not the configured one.
     expect(firstOutput).not.toContain(secretValue);
     expect(firstOutput).not.toContain('slack-secret-value-0001');

@@ -186,7 +186,7 @@ function halfConfigured(id: string, settings: ProviderSettings, at: At): void {
   // Providers whose credentials people enter need neither (docs/contract.md §5c); the registry judges those.
   const mode = (settings.definition as { authMode?: unknown } | undefined)?.authMode;
   if (settings.enabled !== undefined || (mode !== undefined && mode !== 'oauth2')) return;
-  const outcome = `so provider "${id}" is not configured; set both, or remove the rest`;
+  const outcome = `so provider "${id}" is not configured: it has no deployment app, and only organizations' own apps (POST /v1/apps) may connect it; set both, or remove the rest`;
   if (hasId) at(`${envBase}_CLIENT_ID (integrationOauthProvider.${id}.clientId)`).warning(`set, but ${envBase}_CLIENT_SECRET is not, ${outcome}`);
   else if (hasSecret) at(`${envBase}_CLIENT_SECRET (integrationOauthProvider.${id}.clientSecret)`).warning(`set, but ${envBase}_CLIENT_ID is not, ${outcome}`);
   else if (Object.keys(settings).length > 0) at(`${envBase}_* (integrationOauthProvider.${id})`).warning(`settings given, but neither ${envBase}_CLIENT_ID nor ${envBase}_CLIENT_SECRET, ${outcome}`);
