@@ -6,6 +6,7 @@
  * secret on its next use and nothing needs telling.
  */
 import type { Keyring } from '../../config/checks.ts';
+import type { SQL } from 'drizzle-orm';
 import { type Db, queryRows, sql } from '../../db/client.ts';
 import { AppError } from '../../ground/errors.ts';
 import { remember } from '../../lib/bounded.ts';
@@ -47,10 +48,20 @@ export interface OrganizationAppRow {
   envelope: string | null;
 }
 
-/** The columns of an organization's app, with its envelope (times as ISO text, so they also key the cache). */
-export const APP_COLUMNS = sql`a.organization_id, a.id, a.provider, a.name, a.client_id, a.scopes, a.github_app_id, a.slug, a.has_events_secret,
+/** The columns of an organization's app, without its secrets (times as ISO text, so they also key the cache). */
+export const APP_ROW_COLUMNS = sql`a.organization_id, a.id, a.provider, a.name, a.client_id, a.scopes, a.github_app_id, a.slug, a.has_events_secret,
   to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
-  to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at, s.key_id, s.envelope`;
+  to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at`;
+
+/** One organization's app row with its sealed envelope, found by `where` (locked for a change when `lock`). */
+async function appRow(db: Db, where: SQL, lock: boolean): Promise<OrganizationAppRow | null> {
+  const [row] = await queryRows<OrganizationAppRow>(
+    db,
+    sql`SELECT ${APP_ROW_COLUMNS}, s.key_id, s.envelope FROM oauth_apps a LEFT JOIN oauth_app_secrets s ON s.organization_id = a.organization_id AND s.app_id = a.id
+        WHERE ${where}${lock ? sql` FOR UPDATE OF a` : sql``}`,
+  );
+  return row ?? null;
+}
 
 const CACHED_APPS = 1000;
 
@@ -109,29 +120,19 @@ export class AppCatalog {
     return configured;
   }
 
-  /** An organization's own app row, or null. */
-  async organizationApp(db: Db, organizationId: string, appId: string): Promise<OrganizationAppRow | null> {
-    if (!ULID.test(appId)) return null;
-    const [row] = await queryRows<OrganizationAppRow>(
-      db,
-      sql`SELECT ${APP_COLUMNS} FROM oauth_apps a LEFT JOIN oauth_app_secrets s ON s.organization_id = a.organization_id AND s.app_id = a.id
-          WHERE a.organization_id = ${organizationId} AND a.id = ${appId}`,
-    );
-    return row ?? null;
+  /** An organization's own app row, or null; `lock` takes its row for a change. */
+  organizationApp(db: Db, organizationId: string, appId: string, options: { lock?: boolean } = {}): Promise<OrganizationAppRow | null> {
+    if (!ULID.test(appId)) return Promise.resolve(null);
+    return appRow(db, sql`a.organization_id = ${organizationId} AND a.id = ${appId}`, options.lock === true);
   }
 
   /**
    * An organization's own app found by its id alone, or null: a provider's event names no
    * organization, and an app's ULID is unique across them (index `oauth_apps_id_idx`).
    */
-  async organizationAppById(db: Db, appId: string): Promise<OrganizationAppRow | null> {
-    if (!ULID.test(appId)) return null;
-    const [row] = await queryRows<OrganizationAppRow>(
-      db,
-      sql`SELECT ${APP_COLUMNS} FROM oauth_apps a LEFT JOIN oauth_app_secrets s ON s.organization_id = a.organization_id AND s.app_id = a.id
-          WHERE a.id = ${appId}`,
-    );
-    return row ?? null;
+  organizationAppById(db: Db, appId: string): Promise<OrganizationAppRow | null> {
+    if (!ULID.test(appId)) return Promise.resolve(null);
+    return appRow(db, sql`a.id = ${appId}`, false);
   }
 
   /**

@@ -14,11 +14,11 @@ import { checkName } from '../../ground/names.ts';
 import type { Principal } from '../../ground/principal.ts';
 import type { Work } from '../../ground/work.ts';
 import { requireRole } from '../../identity/authorize.ts';
-import { newId, ULID } from '../../lib/ids.ts';
+import { newId } from '../../lib/ids.ts';
 import { seal } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
 import type { ConfiguredProvider, DeploymentApp } from '../providers/registry.ts';
-import { type AppSecrets, appSecretBinding, type OrganizationAppRow } from './catalog.ts';
+import { APP_ROW_COLUMNS, type AppSecrets, appSecretBinding, type OrganizationAppRow } from './catalog.ts';
 
 /** What the use cases read: the settings (public URL, limits, keyring), the providers and the catalog. */
 export type AppServices = Pick<Services, 'config' | 'providers' | 'apps'>;
@@ -149,27 +149,10 @@ function organizationView(services: AppServices, row: AppRow, defaults: Readonly
   };
 }
 
-/** The columns of an app without its secrets. */
-const COLUMNS = sql`a.organization_id, a.id, a.provider, a.name, a.client_id, a.scopes, a.github_app_id, a.slug, a.has_events_secret,
-  to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
-  to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at`;
-
 /** The organization's default app by provider. */
 async function defaultsOf(db: Db, organizationId: string): Promise<Map<string, string>> {
   const rows = await queryRows<{ provider: string; app_id: string }>(db, sql`SELECT provider, app_id FROM organization_default_apps WHERE organization_id = ${organizationId}`);
   return new Map(rows.map((row) => [row.provider, row.app_id]));
-}
-
-/** An organization's own app row (locked for a change when `lock`), or null. */
-async function ownRow(db: Db, organizationId: string, id: string, lock = false): Promise<(AppRow & { key_id: string | null; envelope: string | null }) | null> {
-  if (!ULID.test(id)) return null;
-  const [row] = await queryRows<AppRow & { key_id: string | null; envelope: string | null }>(
-    db,
-    sql`SELECT ${COLUMNS}, s.key_id, s.envelope FROM oauth_apps a
-        LEFT JOIN oauth_app_secrets s ON s.organization_id = a.organization_id AND s.app_id = a.id
-        WHERE a.organization_id = ${organizationId} AND a.id = ${id}${lock ? sql` FOR UPDATE OF a` : sql``}`,
-  );
-  return row ?? null;
 }
 
 const notFound = () => new AppError('NOT_FOUND', { message: 'No such app' });
@@ -186,7 +169,7 @@ export async function listApps(services: AppServices, work: Work, provider?: str
   const defaults = await defaultsOf(work.db, organizationId);
   const rows = await queryRows<AppRow>(
     work.db,
-    sql`SELECT ${COLUMNS} FROM oauth_apps a WHERE a.organization_id = ${organizationId}${provider === undefined ? sql`` : sql` AND a.provider = ${provider}`} ORDER BY a.id`,
+    sql`SELECT ${APP_ROW_COLUMNS} FROM oauth_apps a WHERE a.organization_id = ${organizationId}${provider === undefined ? sql`` : sql` AND a.provider = ${provider}`} ORDER BY a.id`,
   );
   return [...services.apps.deploymentApps(organizationId, provider).map((app) => deploymentView(services, app, defaults)), ...rows.map((row) => organizationView(services, row, defaults))];
 }
@@ -197,7 +180,7 @@ export async function getApp(services: AppServices, work: Work, id: string): Pro
   const defaults = await defaultsOf(work.db, organizationId);
   const deployment = deploymentAppOf(services, organizationId, id);
   if (deployment) return deploymentView(services, deployment, defaults);
-  const row = await ownRow(work.db, organizationId, id);
+  const row = await services.apps.organizationApp(work.db, organizationId, id);
   if (!row) throw notFound();
   return organizationView(services, row, defaults);
 }
@@ -340,7 +323,7 @@ export async function updateApp(services: AppServices, work: Work, id: string, c
     }
     return getApp(services, work, id);
   }
-  const row = await ownRow(work.db, organizationId, id, true);
+  const row = await services.apps.organizationApp(work.db, organizationId, id, { lock: true });
   if (!row) throw notFound();
   const provider = services.providers.get(row.provider);
   const set: SQL[] = [];
@@ -386,7 +369,7 @@ const plural = (count: number, one: string, many: string) => `${count} ${count =
 export async function deleteApp(services: AppServices, work: Work, id: string): Promise<void> {
   const { organizationId } = writer(work);
   if (deploymentAppOf(services, organizationId, id)) throw new AppError('FORBIDDEN', { message: 'A deployment app is read-only here (it comes from the settings): it cannot be deleted' });
-  const row = await ownRow(work.db, organizationId, id, true);
+  const row = await services.apps.organizationApp(work.db, organizationId, id, { lock: true });
   if (!row) throw notFound();
   const uses = await usesOf(work.db, organizationId, id);
   const details: ErrorDetail[] = [];

@@ -229,7 +229,8 @@ export class FastReads {
     const principal = principalFromCaller(credential, found);
     // A service token names an organization that no longer exists: 404, as its usual check answers (checkServiceToken).
     if (principal.organizationId === '') throw new AppError('NOT_FOUND', { message: 'No such organization' });
-    const loaded = found.integration && provider ? await this.loaded(found.integration, provider, found) : null;
+    const read = found.integration && provider ? this.loaded(found.integration, provider, found) : null;
+    const loaded = read instanceof Promise ? await read : read;
     return { principal, loaded };
   }
 
@@ -241,9 +242,11 @@ export class FastReads {
   }
 
   /** The row with its access token, bound to the app that made its grant: the provider's default app needs no statement (docs/contract.md §5e). */
-  private async loaded(json: Record<string, unknown>, provider: ConfiguredProvider, envelope: { key_id: string | null; envelope: string | null }): Promise<LoadedIntegration> {
+  private loaded(json: Record<string, unknown>, provider: ConfiguredProvider, envelope: { key_id: string | null; envelope: string | null }): LoadedIntegration | Promise<LoadedIntegration> {
     const row = integrationFromJson(json);
-    const bound = row.appId === provider.app?.id ? provider : await providerOf(this.deps, row);
-    return withAccessToken(this.deps.config.keyring, row, bound, { keyId: envelope.key_id, envelope: envelope.envelope });
+    const sealed = { keyId: envelope.key_id, envelope: envelope.envelope };
+    // The common case stays synchronous: no promise, no extra turn of the event loop.
+    if (row.appId === provider.app?.id) return withAccessToken(this.deps.config.keyring, row, provider, sealed);
+    return providerOf(this.deps, row).then((bound) => withAccessToken(this.deps.config.keyring, row, bound, sealed));
   }
 }
