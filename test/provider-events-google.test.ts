@@ -308,3 +308,24 @@ describe('Google Cross-Account Protection (RISC)', () => {
     await reset();
   });
 });
+
+describe('Google RISC switched off', () => {
+  it('without INTEGRATION_OAUTH_GOOGLE_RISC the route is 404, nothing is fetched, and Google apps read a null eventsUrl', async () => {
+    const off = await createTestApp({ background: false, env: { ...providerEnv(google), INTEGRATION_OAUTH_GOOGLE_RISC_CONFIG_URL: risc.configurationUrl } });
+    try {
+      const fetched = risc.configurationRequests;
+      const token = risc.sign(risc.accountEvent(google.clientId, RISC.accountDisabled, alice));
+      for (const url of ['/v1/providers/google/events', '/v1/apps/google/events']) {
+        const res = await off.fastify.inject({ method: 'POST', url, headers: { 'content-type': 'application/secevent+jwt' }, payload: token });
+        expect(res.statusCode, res.body).toBe(404);
+        expect(res.json()).toMatchObject({ success: false, code: 'NOT_FOUND' });
+      }
+      expect(risc.configurationRequests).toBe(fetched);
+      const owner = await registerAndLogin(off.fastify, 'offco');
+      const listed = await off.fastify.inject({ url: '/v1/apps?provider=google', headers: bearer(owner.token) });
+      expect(listed.json().apps).toEqual([expect.objectContaining({ id: 'google', eventsUrl: null, hasEventsSecret: false })]);
+    } finally {
+      await off.close();
+    }
+  });
+});
