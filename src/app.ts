@@ -22,6 +22,7 @@ import { SessionTokens } from './identity/credentials.ts';
 import { PasswordHasher } from './identity/password.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { identitySlots } from './identity/steps.ts';
+import { EventKeySets } from './integrations/events/security-event-token.ts';
 import { AppCatalog } from './integrations/apps/catalog.ts';
 import { buildProviderRegistry } from './integrations/providers/registry.ts';
 import { createOutboundGuard, type OutboundGuardOptions } from './lib/outbound.ts';
@@ -152,6 +153,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     dispatcher,
     providers,
     apps,
+    eventKeys: new EventKeySets(),
     stateCodec: new StateCodec(config.keyring),
     forms: new FormGuard(db, { publicOrigin: config.server.publicOrigin, secure: config.isProduction }),
     // The token core gets what it uses, not this bag (decision 135).

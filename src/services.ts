@@ -5,6 +5,7 @@ import type { Outbox } from './events/outbox.ts';
 import type { FormGuard } from './http/form-guard.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { AppCatalog } from './integrations/apps/catalog.ts';
+import type { EventKeySets } from './integrations/events/security-event-token.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
 import type { OutboundGuard } from './lib/outbound.ts';
 import type { Revocations } from './integrations/revocations.ts';
@@ -28,6 +29,8 @@ export interface Services {
   providers: ProviderRegistry;
   /** The apps grants are made with (docs/contract.md §5e): the deployment's, and organizations' own. */
   apps: AppCatalog;
+  /** The key sets providers sign their security event tokens with (Google's RISC), kept per configuration document. */
+  eventKeys: EventKeySets;
   /** The outbound guard (lib/outbound.ts): every fetch of a URL the settings did not fix goes through it (docs/contract.md §1). */
   outbound: OutboundGuard;
   stateCodec: StateCodec;

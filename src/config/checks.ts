@@ -147,6 +147,7 @@ const PROVIDER_URLS = [
   ['userinfoUrl', 'USERINFO_URL'],
   ['revokeUrl', 'REVOKE_URL'],
   ['installUrl', 'INSTALL_URL'],
+  ['riscConfigUrl', 'RISC_CONFIG_URL'],
 ] as const;
 
 /** Provider ids match `^[a-z][a-z0-9]{1,31}$`; their endpoints follow the https rule (normalized copies). */

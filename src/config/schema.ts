@@ -39,6 +39,10 @@ const ProviderSettings = Type.Object(
     revokeUrl: Type.Optional(Type.String({ minLength: 1 })),
     /** The secret the provider signs its revocation events with (docs/contract.md §5b); set, its events route is open. */
     eventsSecret: Type.Optional(setting(Type.String({ minLength: 16, maxLength: 512 }), { secret: true })),
+    /** Google: receive Cross-Account Protection's security event tokens (docs/contract.md §5b); default off. */
+    risc: Type.Optional(Type.Boolean()),
+    /** Google: the RISC configuration document (default https://accounts.google.com/.well-known/risc-configuration); its `jwks_uri` names the keys. */
+    riscConfigUrl: Type.Optional(Type.String({ minLength: 1 })),
     /** A value for the definition's `{tenant}` placeholder (Microsoft: common, organizations, consumers or a tenant id). */
     tenant: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._-]+$' })),
     /** A GitHub App's numeric app id (`githubapp`; the app JWT names the client id, which GitHub also accepts). */

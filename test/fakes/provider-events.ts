@@ -36,6 +36,7 @@ export interface SignedDelivery {
 /** What the receiver answered. */
 export interface DeliveryAnswer {
   status: number;
+  headers: Headers;
   body: string;
   json(): Record<string, unknown>;
 }
@@ -47,7 +48,7 @@ const nowSeconds = () => Math.floor(Date.now() / 1000);
 export async function deliver(url: string, delivery: SignedDelivery): Promise<DeliveryAnswer> {
   const res = await fetch(url, { method: 'POST', headers: delivery.headers, body: delivery.body });
   const body = await res.text();
-  return { status: res.status, body, json: () => JSON.parse(body) as Record<string, unknown> };
+  return { status: res.status, headers: res.headers, body, json: () => JSON.parse(body) as Record<string, unknown> };
 }
 
 /** Slack's Events API deliveries, signed with the app's signing secret. */

@@ -129,10 +129,18 @@ export function bearerUser(ctx: FakeContext, core: FakeCore<ScreenUser>): Screen
   return check.status === 'valid' ? core.user(check.family.login) : undefined;
 }
 
-/** Whether the request authenticates the client as `mode` says (RFC 6749 §2.3.1): HTTP Basic, or id and secret in the body. */
+/**
+ * Whether the request authenticates a client registered here as `mode` says (RFC 6749 §2.3.1):
+ * HTTP Basic, or id and secret in the body. A provider knows every app registered with it
+ * (`registerClient`); without extra registrations that is the fake's one client.
+ */
 export function clientAuthenticated(ctx: FakeContext, core: FakeCore<ScreenUser>, params: Record<string, string>, mode: 'basic' | 'body'): boolean {
-  const client = mode === 'basic' ? basicCredentials(ctx.req) : { id: params.client_id, secret: params.client_secret };
-  return client?.id === core.clientId && client.secret === core.clientSecret;
+  const client = presentedClient(ctx, params, mode);
+  return client?.id !== undefined && client.secret !== undefined && core.clientSecretOf(client.id) === client.secret;
+}
+
+function presentedClient(ctx: FakeContext, params: Record<string, string>, mode: 'basic' | 'body'): { id: string | undefined; secret: string | undefined } | null {
+  return mode === 'basic' ? basicCredentials(ctx.req) : { id: params.client_id, secret: params.client_secret };
 }
 
 /** Starts a screened fake on loopback. */
@@ -154,6 +162,8 @@ export function startScreenFake(screen: Screen, options: FakeProviderOptions = {
         const found = core.grants.peekCode(params.code ?? '');
         if (found.status !== 'valid') return screen.tokenError('invalid_grant', kind);
         const { request, login, scopes } = found.grant;
+        // RFC 6749 §4.1.3: a code is redeemed only by the client it was issued to.
+        if (presentedClient(ctx, params, mode)?.id !== request.clientId) return screen.tokenError('invalid_grant', kind);
         if (params.redirect_uri !== request.redirectUri) return screen.tokenError('invalid_grant', kind);
         if (request.codeChallenge !== null && s256(params.code_verifier ?? '') !== request.codeChallenge) return screen.tokenError('invalid_grant', kind);
         core.grants.useCode(params.code ?? '');
@@ -204,14 +214,16 @@ export function startScreenFake(screen: Screen, options: FakeProviderOptions = {
         id: screen.userId?.(sequence) ?? `${screen.id}-user-${sequence}`,
       }),
       parseAuthorize(query: URLSearchParams): AuthorizeRequest {
-        if (query.get('client_id') !== core.clientId) throw new FakeAuthorizeError('invalid_client');
+        const clientId = query.get('client_id') ?? undefined;
+        // Every app registered with the provider (`registerClient`) may ask; without extra registrations, the fake's one client.
+        if (clientId === undefined || core.clientSecretOf(clientId) === undefined) throw new FakeAuthorizeError('invalid_client');
         if (query.get('response_type') !== 'code') throw new FakeAuthorizeError('unsupported_response_type');
         const redirectUri = core.checkRedirectUri(query.get('redirect_uri'));
         if (redirectUri === null) throw new FakeAuthorizeError('invalid redirect_uri');
         const challenge = query.get('code_challenge');
         if (challenge !== null && query.get('code_challenge_method') !== 'S256') throw new FakeAuthorizeError('invalid code_challenge_method');
         const request: AuthorizeRequest = {
-          clientId: core.clientId,
+          clientId,
           redirectUri,
           redirectUriGiven: query.has('redirect_uri'),
           scopes: [...new Set((query.get('scope') ?? '').split(separator).filter(Boolean))],

@@ -18,6 +18,7 @@ import { newId } from '../../lib/ids.ts';
 import { seal } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
 import type { ConfiguredProvider, DeploymentApp } from '../providers/registry.ts';
+import { tokenScheme } from '../events/delivery.ts';
 import { APP_ROW_COLUMNS, type AppSecrets, appSecretBinding, type OrganizationAppRow } from './catalog.ts';
 
 /** What the use cases read: the settings (public URL, limits, keyring), the providers and the catalog. */
@@ -109,8 +110,17 @@ function redirectUriOf(services: AppServices, providerId: string): string {
 function eventsUrlOf(services: AppServices, providerId: string, appId: string): string | null {
   const provider = services.providers.get(providerId);
   if (!provider?.definition.events) return null;
+  // Signed with the provider's own keys (Google's RISC): there are events only once the deployment switched them on.
+  if (tokenScheme(provider.definition.events) && !provider.eventsConfigurationUrl) return null;
   // The settings' default app keeps the provider's own route (docs/contract.md §5b).
   return appId === providerId ? `${publicUrl(services)}/v1/providers/${providerId}/events` : `${publicUrl(services)}/v1/apps/${appId}/events`;
+}
+
+/** An events secret is for a provider that signs with one: refused where it sends no events, or signs them with its own keys (Google). */
+function refuseEventsSecret(provider: ConfiguredProvider | undefined, providerId = provider?.id ?? ''): void {
+  const events = provider?.definition.events;
+  if (!events) throw refuse('eventsSecret', `${provider?.displayName ?? providerId} sends no events`);
+  if (tokenScheme(events)) throw refuse('eventsSecret', `${provider?.displayName ?? providerId} signs its events with its own keys; it needs no events secret`);
 }
 
 function deploymentView(services: AppServices, app: DeploymentApp, defaults: ReadonlyMap<string, string>): AppView {
@@ -274,7 +284,7 @@ export async function createApp(services: AppServices, work: Work, input: NewApp
   if (input.clientSecret === undefined) throw refuse('clientSecret', 'is required');
   if (input.appId !== undefined && !GITHUB_APP_ID.test(input.appId)) throw refuse('appId', "must be the GitHub App's numeric id");
   if (input.slug !== undefined && !SLUG.test(input.slug)) throw refuse('slug', 'must match ^[a-z0-9][a-z0-9-]{0,99}$ (the name in https://github.com/apps/<slug>)');
-  if (input.eventsSecret !== undefined && !provider.definition.events) throw refuse('eventsSecret', `${provider.displayName} sends no events`);
+  if (input.eventsSecret !== undefined) refuseEventsSecret(provider);
   const secrets: AppSecrets = {
     clientSecret: checkSecret(input.clientSecret, 'clientSecret'),
     ...(input.eventsSecret !== undefined ? { eventsSecret: checkSecret(input.eventsSecret, 'eventsSecret') } : {}),
@@ -331,7 +341,7 @@ export async function updateApp(services: AppServices, work: Work, id: string, c
   if (change.scopes !== undefined) set.push(sql`scopes = ${change.scopes === null ? null : textArray(checkScopes(change.scopes))}`);
   const secretsChange = change.clientSecret !== undefined || change.eventsSecret !== undefined || change.privateKey !== undefined;
   if (change.privateKey !== undefined && provider?.traits.connects !== 'installation') throw refuse('privateKey', "a GitHub App's only");
-  if (typeof change.eventsSecret === 'string' && !provider?.definition.events) throw refuse('eventsSecret', `${provider?.displayName ?? row.provider} sends no events`);
+  if (typeof change.eventsSecret === 'string') refuseEventsSecret(provider, row.provider);
   if (secretsChange) {
     const secrets: AppSecrets = { ...services.apps.secrets(row) };
     if (change.clientSecret !== undefined) secrets.clientSecret = checkSecret(change.clientSecret, 'clientSecret');

@@ -5,7 +5,7 @@
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { valueAt, valuesAt } from '../providers/json.ts';
-import type { EventCondition, EventRule, EventsSpec } from '../providers/spec.ts';
+import type { EventCondition, EventHandshakeSpec, EventRule, EventSignatureSpec, EventsSpec, SecurityEventTokenSpec } from '../providers/spec.ts';
 
 /** A delivery as it arrived: header names lower-case, the body byte for byte. */
 export interface Delivery {
@@ -24,6 +24,11 @@ export function header(delivery: Delivery, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** The scheme of a provider signed by its own keys (a security event token), or undefined for an HMAC under the app's events secret. */
+export function tokenScheme(spec: EventsSpec): SecurityEventTokenSpec | undefined {
+  return spec.signature.kind === 'security_event_token' ? spec.signature : undefined;
+}
+
 const hmacHex = (secret: string, data: Buffer | string) => createHmac('sha256', secret).update(data).digest('hex');
 
 /**
@@ -32,7 +37,8 @@ const hmacHex = (secret: string, data: Buffer | string) => createHmac('sha256', 
  * the time, and a stale one is refused even when well signed (a replay).
  */
 export function checkSignature(spec: EventsSpec, secret: string, delivery: Delivery, nowMs: number): SignatureCheck {
-  const { signature } = spec;
+  if (spec.signature.kind === 'security_event_token') return 'rejected_signature';
+  const signature: EventSignatureSpec = spec.signature;
   const sent = header(delivery, signature.header);
   if (!sent?.startsWith(signature.prefix)) return 'rejected_signature';
   const timestamp = signature.timestampHeader ? header(delivery, signature.timestampHeader) : undefined;
@@ -83,7 +89,7 @@ const allHold = (conditions: readonly EventCondition[], delivery: Delivery, body
  * when it is one but lacks what the answer needs (a 400).
  */
 export function handshakeAnswer(spec: EventsSpec, secret: string, delivery: Delivery, body: unknown): Record<string, string> | null | undefined {
-  const handshake = spec.handshakes?.find((candidate) => allHold(candidate.when, delivery, body));
+  const handshake = handshakeOf(spec, delivery, body);
   if (!handshake) return null;
   const answer: Record<string, string> = {};
   for (const [field, source] of Object.entries(handshake.answer)) {
@@ -92,6 +98,11 @@ export function handshakeAnswer(spec: EventsSpec, secret: string, delivery: Deli
     answer[field] = typeof source === 'string' ? value : hmacHex(secret, value);
   }
   return answer;
+}
+
+/** The handshake the delivery is, if any. */
+export function handshakeOf(spec: EventsSpec, delivery: Delivery, body: unknown): EventHandshakeSpec | undefined {
+  return spec.handshakes?.find((candidate) => allHold(candidate.when, delivery, body));
 }
 
 /** The rule the delivery matches, if any. */

@@ -17,10 +17,12 @@ import { integrations, providerEventBodies, providerEventDeliveries } from '../.
 import type { Outbox } from '../../events/outbox.ts';
 import { AppError } from '../../ground/errors.ts';
 import { systemUnitOfWork } from '../../ground/work.ts';
+import { valueAt } from '../providers/json.ts';
 import type { EventsSpec } from '../providers/spec.ts';
 import type { CheckOutcome, TokenLifecycle } from '../tokens/lifecycle.ts';
 import { judge } from '../tokens/policy.ts';
-import { checkSignature, type Delivery, deliveryIdOf, handshakeAnswer, matchingRule, namesClient, occurredAtOf, parseBody, targetsOf } from './delivery.ts';
+import { checkSignature, type Delivery, deliveryIdOf, handshakeAnswer, handshakeOf, matchingRule, namesClient, occurredAtOf, parseBody, targetsOf, tokenScheme } from './delivery.ts';
+import { KeysUnavailable, SetRefused, type TokenKeys, verifySecurityEventToken } from './security-event-token.ts';
 
 /** What receiving a delivery works with. */
 export interface EventDeps {
@@ -77,10 +79,15 @@ export interface ReceivingApp {
 
 export interface IncomingDelivery extends Delivery {
   provider: string;
+  /** The route's app. A security event token acts for the app its `aud` names, among `audience`. */
   app: ReceivingApp;
   events: EventsSpec;
-  /** The app's events secret (`INTEGRATION_OAUTH_<P>_EVENTS_SECRET` for the default app). */
-  secret: string;
+  /** The app's events secret (`INTEGRATION_OAUTH_<P>_EVENTS_SECRET` for the default app): an HMAC scheme's. */
+  secret?: string;
+  /** A security event token's keys (providers/spec.ts `SecurityEventTokenSpec`). */
+  keys?: TokenKeys;
+  /** The apps a security event token may name by its `aud` at this route (default: the route's app). */
+  audience?: readonly ReceivingApp[];
   requestId: string;
 }
 
@@ -91,28 +98,67 @@ export type EventAnswer = Record<string, string | boolean>;
 const UNVERIFIED = 'unverified';
 const OTHER = 'other';
 
-const notWhatTheProviderSends = () => new AppError('INVALID_INPUT', { message: 'The delivery is not an event this provider sends', details: [{ path: 'body', message: 'not a recognised event delivery' }] });
+const notAnEvent = () => new AppError('INVALID_INPUT', { message: 'The delivery is not an event this provider sends', details: [{ path: 'body', message: 'not a recognised event delivery' }] });
 
 /**
  * Receives one delivery: refused with 401 when unsigned, wrongly signed or stale (nothing
  * read, nothing looked up); a handshake answered; an event acted on and committed before this
  * returns. An unknown account, an event type not acted on and a duplicate all answer the same.
+ * A security event token (Google) is refused with SetRefused instead (RFC 8935's 400), or
+ * KeysUnavailable when its keys cannot be had, and acts for the app its `aud` names.
  */
 export async function receiveDelivery(deps: EventDeps, delivery: IncomingDelivery, nowMs = Date.now()): Promise<EventAnswer> {
-  const { provider, events, app } = delivery;
-  const signature = checkSignature(events, delivery.secret, delivery, nowMs);
-  if (signature !== 'ok') {
-    deps.metrics?.providerEvent(provider, UNVERIFIED, signature);
-    // Names the setting, never its value: a deployment whose secret is wrong sees every delivery refused here.
-    deps.logger.warn({ provider, app: app.id, outcome: signature }, `provider event refused: signature missing, wrong or stale (check ${app.secretSetting})`);
-    throw new AppError('UNAUTHENTICATED', { message: 'The delivery is not signed by the provider' });
+  const { provider, events } = delivery;
+  const scheme = tokenScheme(events);
+  // A security event token is refused in RFC 8935's words, never §2's (the route renders SetRefused).
+  const notWhatTheProviderSends = () => (scheme ? new SetRefused('invalid_request', 'The token is not a security event this receiver reads') : notAnEvent());
+  let app = delivery.app;
+  let body: Record<string, unknown> | undefined;
+  if (scheme) {
+    if (!delivery.keys) throw new Error('a security event token needs its keys');
+    const audience = delivery.audience ?? [app];
+    try {
+      const verified = await verifySecurityEventToken(
+        scheme,
+        delivery.raw,
+        delivery.keys,
+        audience.map((candidate) => candidate.clientId),
+        nowMs,
+      );
+      app = audience.find((candidate) => candidate.clientId === verified.audience) as ReceivingApp;
+      body = verified.body;
+    } catch (error) {
+      if (error instanceof SetRefused) {
+        deps.metrics?.providerEvent(provider, UNVERIFIED, error.outcome);
+        deps.logger.warn({ provider, app: app.id, outcome: error.outcome, refusal: error.err }, `provider event refused: ${error.message}`);
+      } else if (error instanceof KeysUnavailable) {
+        deps.logger.warn({ provider, app: app.id }, `provider event keys unavailable: ${error.message}`);
+      }
+      throw error;
+    }
+  } else {
+    const signature = delivery.secret === undefined ? 'rejected_signature' : checkSignature(events, delivery.secret, delivery, nowMs);
+    if (signature !== 'ok') {
+      deps.metrics?.providerEvent(provider, UNVERIFIED, signature);
+      // Names the setting, never its value: a deployment whose secret is wrong sees every delivery refused here.
+      deps.logger.warn({ provider, app: app.id, outcome: signature }, `provider event refused: signature missing, wrong or stale (check ${app.secretSetting})`);
+      throw new AppError('UNAUTHENTICATED', { message: 'The delivery is not signed by the provider' });
+    }
+    body = parseBody(delivery.raw);
   }
   await deps.limit?.();
-  const body = parseBody(delivery.raw);
   if (!body) throw notWhatTheProviderSends();
-  const handshake = handshakeAnswer(events, delivery.secret, delivery, body);
+  const handshake = handshakeAnswer(events, delivery.secret ?? '', delivery, body);
   if (handshake === undefined) throw notWhatTheProviderSends();
-  if (handshake) return handshake;
+  if (handshake) {
+    const logged = handshakeOf(events, delivery, body)?.log;
+    if (logged !== undefined) {
+      const value = valueAt(body, logged);
+      // A value the receiver chose when it asked for the handshake (Google's verification `state`): no secret of anyone's.
+      deps.logger.info({ provider, app: app.id, [logged.split('.').at(-1) as string]: typeof value === 'string' ? value.slice(0, 200) : null }, 'provider event handshake received');
+    }
+    return handshake;
+  }
   const rule = matchingRule(events, delivery, body);
   if (!rule) {
     deps.metrics?.providerEvent(provider, OTHER, 'unmatched');

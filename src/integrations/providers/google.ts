@@ -1,5 +1,18 @@
 import { defineProvider } from './engine.ts';
 
+const OAUTH_EVENT = 'https://schemas.openid.net/secevent/oauth/event-type/';
+const RISC_EVENT = 'https://schemas.openid.net/secevent/risc/event-type/';
+/** Events naming a Google account (`iss-sub`): every grant of that account is gone, or unusable. */
+const accountEvent = (type: string, uri: string) => ({
+  type,
+  when: [
+    { path: 'event_type', equals: uri },
+    { path: 'event.subject.subject_type', equals: 'iss-sub' },
+  ],
+  match: { accounts: '{event.subject.sub}' },
+  occurredAt: { path: 'iat', format: 'seconds' as const },
+});
+
 /**
  * Google. A refresh token comes only with `access_type=offline` (and again only with
  * `prompt=consent`); refresh answers carry no new one, so the stored one is kept. A 403 is a
@@ -30,4 +43,21 @@ export const google = defineProvider({
   // Revoking either token ends the whole grant; no client authentication. The refresh token, which outlives an
   // expired access token, is sent where there is one.
   revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'none' },
+  // Cross-Account Protection (RISC): security event tokens signed by Google's own keys, for the
+  // client id in `aud` — no events secret. Switched on by INTEGRATION_OAUTH_GOOGLE_RISC once the
+  // receiver is registered with Google's RISC API (docs/providers.md).
+  events: {
+    signature: {
+      kind: 'security_event_token',
+      enabledBy: 'risc',
+      configuration: { setting: 'riscConfigUrl', url: 'https://accounts.google.com/.well-known/risc-configuration' },
+      alg: 'RS256',
+      maxAgeSeconds: 24 * 60 * 60,
+      refetchSeconds: 60,
+    },
+    deliveryId: { path: 'jti' },
+    // The stream's test event: answered 202, its `state` (chosen by whoever asked Google to send it) logged.
+    handshakes: [{ when: [{ path: 'event_type', equals: `${RISC_EVENT}verification` }], answer: {}, log: 'event.state' }],
+    rules: [accountEvent('tokens_revoked', `${OAUTH_EVENT}tokens-revoked`), accountEvent('account_disabled', `${RISC_EVENT}account-disabled`)],
+  },
 });

@@ -87,6 +87,12 @@ export interface ConfiguredProvider {
   context: ProviderContext;
   /** The context of one integration: endpoints filled from its metadata (Salesforce's instance, Zoom's API host). */
   contextFor(metadata: Metadata): ProviderContext;
+  /**
+   * Where the provider's configuration document is, when its events are security event tokens
+   * signed by its own keys (spec.ts `SecurityEventTokenSpec`) and the setting that switches them on
+   * is true (Google: `INTEGRATION_OAUTH_GOOGLE_RISC`); absent otherwise — its events route is then 404.
+   */
+  eventsConfigurationUrl?: string;
   /** A call to this provider through the one transport (transport.ts), with the configured timeout, its metrics, and a cap of `maxBytes` (default 1 MiB). */
   send(request: Omit<ProviderRequest, 'provider'>, maxBytes?: number): Promise<ProviderAnswer>;
 }
@@ -340,6 +346,9 @@ function configure(
     };
   };
   const clientEndpoint = (settings.clientEndpoint ?? config.server.publicUrl).replace(/\/+$/, '');
+  const signedByProvider = definition.events?.signature.kind === 'security_event_token' ? definition.events.signature : undefined;
+  const setting = (key: string): unknown => (settings as Record<string, unknown>)[key];
+  const configurationUrl = signedByProvider && setting(signedByProvider.enabledBy) === true ? setting(signedByProvider.configuration.setting) ?? signedByProvider.configuration.url : undefined;
   return {
     id: definition.id,
     displayName: definition.displayName,
@@ -353,6 +362,7 @@ function configure(
     hostFields: hostLabelFields(allTemplates, entered),
     context: contextFor({}),
     contextFor,
+    ...(typeof configurationUrl === 'string' ? { eventsConfigurationUrl: configurationUrl } : {}),
     send,
   };
 }

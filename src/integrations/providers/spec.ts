@@ -126,6 +126,7 @@ export interface EventCondition {
  * timestamp (seconds since the epoch) has it checked against `toleranceSeconds`.
  */
 export interface EventSignatureSpec {
+  kind?: 'hmac';
   header: string;
   prefix: string;
   /** Default `{body}`. */
@@ -141,6 +142,30 @@ export interface EventSignatureSpec {
   toleranceSeconds?: number;
 }
 
+/**
+ * Security event tokens (RFC 8417) pushed per RFC 8935 (Google's Cross-Account Protection): the
+ * body is a JWT signed by one of the provider's own keys — the JWKS its configuration document's
+ * `jwks_uri` names — so an app needs no events secret. Its `iss` must be the document's `issuer`,
+ * its `aud` the client id of one of the route's apps (at the provider's route: any of the
+ * provider's deployment apps), its `iat` within `maxAgeSeconds` (older is `stale`), and its `jti`
+ * is the delivery id. Once verified, the body the rules read is the token's claims with its one
+ * event lifted out: `event_type` (the event's URI) and `event` (its object) — URIs hold dots, which
+ * dot paths cannot name. Answers follow RFC 8935: 202 with no body, 400 `{err, description}`.
+ */
+export interface SecurityEventTokenSpec {
+  kind: 'security_event_token';
+  /** The boolean provider setting that switches the events on (Google: `risc`, `INTEGRATION_OAUTH_GOOGLE_RISC`). */
+  enabledBy: string;
+  /** The provider setting naming the configuration document (`riscConfigUrl`), and the document used without it. */
+  configuration: { setting: string; url: string };
+  /** The only `alg` accepted. */
+  alg: 'RS256';
+  /** How old `iat` may be. */
+  maxAgeSeconds: number;
+  /** An unknown `kid` fetches the key set again at most once per this many seconds since the last fetch. */
+  refetchSeconds: number;
+}
+
 /** A request that checks the URL (Slack's `url_verification`, Zoom's `endpoint.url_validation`): answered 200, changing nothing. */
 export interface EventHandshakeSpec {
   when: readonly EventCondition[];
@@ -149,6 +174,8 @@ export interface EventHandshakeSpec {
    * path }` — the hex HMAC-SHA256 of that value under the events secret (Zoom's `encryptedToken`).
    */
   answer: Readonly<Record<string, string | { hmac: string }>>;
+  /** A dot path of the body whose value is logged (Google's verification `state`: the value the receiver asked to see echoed). */
+  log?: string;
 }
 
 /**
@@ -183,7 +210,8 @@ export interface EventRule {
 
 /** The provider's revocation events (docs/contract.md §5b), as data read by src/integrations/events/. */
 export interface EventsSpec {
-  signature: EventSignatureSpec;
+  /** How a delivery proves it is the provider's: an HMAC under the app's events secret, or a security event token signed by the provider's own keys. */
+  signature: EventSignatureSpec | SecurityEventTokenSpec;
   /**
    * The delivery's id, the same on the provider's retries: a header (`x-github-delivery`), a
    * body path (`event_id`), or a digest of body paths (Zoom: `event_ts` and `payload`).

@@ -612,7 +612,7 @@ export interface paths {
         put?: never;
         /**
          * A provider's signed events to its default app: revocations and uninstalls known in seconds
-         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. The default deployment app's route (its id is the provider's), the same as /v1/apps/{provider}/events: acts only on integrations made with that app. 404 for a provider without events or without INTEGRATION_OAUTH_<P>_EVENTS_SECRET.
+         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched. The default deployment app's route (its id is the provider's), the same as /v1/apps/{provider}/events: acts only on integrations made with that app. 404 for a provider without events or without INTEGRATION_OAUTH_<P>_EVENTS_SECRET (Google: without INTEGRATION_OAUTH_GOOGLE_RISC=true). Google accepts here a token whose aud is the client id of any deployment app of google, and acts on that app's integrations.
          */
         post: operations["integrations_createProvidersEvent"];
         delete?: never;
@@ -632,7 +632,7 @@ export interface paths {
         put?: never;
         /**
          * A provider's signed events to one app: revocations and uninstalls known in seconds
-         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Checked with that app's events secret (a deployment app's from the settings, an organization's own from its sealed secrets); acts only on integrations made with that app. 404 for an unknown app, one whose provider has no events, or one without an events secret.
+         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched. Checked with that app's events secret (a deployment app's from the settings, an organization's own from its sealed secrets); acts only on integrations made with that app. 404 for an unknown app, one whose provider has no events, or one without an events secret (a Google app needs none: INTEGRATION_OAUTH_GOOGLE_RISC=true opens its route, for tokens whose aud is its client id).
          */
         post: operations["integrations_createAppsEvent"];
         delete?: never;
@@ -7189,7 +7189,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description The provider's event, as it sent it (application/json) */
+        /** @description The provider's event, as it sent it (application/json; Google: application/secevent+jwt) */
         requestBody: {
             content: {
                 "application/json": unknown;
@@ -7208,14 +7208,26 @@ export interface operations {
                     };
                 };
             };
-            /** @description INVALID_INPUT */
+            /** @description A security event token accepted (RFC 8935 §2.2): no body */
+            202: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A security event token refused (RFC 8935 §2.3); nothing changed; or INVALID_INPUT; or INVALID_INPUT */
             400: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": ({
+                        /** @description invalid_request, invalid_key, invalid_issuer or invalid_audience */
+                        err: string;
+                        description: string;
+                    } | components["schemas"]["Error"]) | components["schemas"]["Error"];
                 };
             };
             /** @description UNAUTHENTICATED */
@@ -7312,7 +7324,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description The provider's event, as it sent it (application/json) */
+        /** @description The provider's event, as it sent it (application/json; Google: application/secevent+jwt) */
         requestBody: {
             content: {
                 "application/json": unknown;
@@ -7331,14 +7343,26 @@ export interface operations {
                     };
                 };
             };
-            /** @description INVALID_INPUT */
+            /** @description A security event token accepted (RFC 8935 §2.2): no body */
+            202: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A security event token refused (RFC 8935 §2.3); nothing changed; or INVALID_INPUT; or INVALID_INPUT */
             400: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": ({
+                        /** @description invalid_request, invalid_key, invalid_issuer or invalid_audience */
+                        err: string;
+                        description: string;
+                    } | components["schemas"]["Error"]) | components["schemas"]["Error"];
                 };
             };
             /** @description UNAUTHENTICATED */
