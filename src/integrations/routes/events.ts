@@ -14,7 +14,7 @@ const BODY_LIMIT = 1024 * 1024;
 const AppParams = Type.Object({ id: Type.String({ maxLength: 64, description: "The app's id: a deployment app's (`github`, `github-readonly`) or an organization's own (a ULID)" }) });
 
 const SCHEMES =
-  'Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration.';
+  'Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp, Discord X-Signature-Ed25519 over X-Signature-Timestamp and the body, checked with the application\'s public key). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Discord: 204 with no body, its PING included.';
 
 /**
  * `POST /v1/providers/{provider}/events` (docs/contract.md §5b) — the default deployment app's —
@@ -29,7 +29,10 @@ export function providerEventsRoute(app: TypedFastify, services: Services): void
     context.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_request, body, done) => done(null, body));
     const scope = context as unknown as TypedFastify;
     const body = Type.Unknown({ description: "The provider's event, as it sent it (application/json)" });
-    const response = { 200: Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean()])) };
+    const response = {
+      200: Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean()])),
+      204: Type.Null({ description: 'Accepted, for a provider that expects no body (Discord)' }),
+    };
     scope.post(
       '/v1/providers/:provider/events',
       {
@@ -69,8 +72,11 @@ export function providerEventsRoute(app: TypedFastify, services: Services): void
   });
 }
 
-/** One delivery to `found` (undefined: no such app): 404 unless it has events and an events secret; else received as §5b says. */
-async function receive(services: Services, request: FastifyRequest, reply: FastifyReply, found: EventsApp | undefined, named: string): Promise<EventAnswer> {
+/**
+ * One delivery to `found` (undefined: no such app): 404 unless it has events and an events
+ * secret; else received as §5b says, and answered as its provider expects (`EventsSpec.accepted`).
+ */
+async function receive(services: Services, request: FastifyRequest, reply: FastifyReply, found: EventsApp | undefined, named: string): Promise<EventAnswer | null> {
   const events = found?.provider.definition.events;
   const secret = found?.eventsSecret;
   // The same answer whether the app is unknown, another organization's without a secret, or has no events: a route names nothing.
@@ -79,7 +85,7 @@ async function receive(services: Services, request: FastifyRequest, reply: Fasti
   const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
   const secretSetting =
     found.ref.id === provider ? `INTEGRATION_OAUTH_${provider.toUpperCase()}_EVENTS_SECRET` : found.ref.owner === 'deployment' ? `integrationOauthApps "${found.ref.id}" eventsSecret` : `the eventsSecret of app ${found.ref.id}`;
-  return receiveDelivery(
+  const answer = await receiveDelivery(
     {
       db: services.db,
       outbox: services.outbox,
@@ -113,4 +119,7 @@ async function receive(services: Services, request: FastifyRequest, reply: Fasti
       requestId: request.id,
     },
   );
+  if (events.accepted !== 204) return answer;
+  reply.code(204);
+  return null;
 }
