@@ -17,7 +17,7 @@ import { requireRole } from '../../identity/authorize.ts';
 import { newId, ULID } from '../../lib/ids.ts';
 import { seal } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
-import { eventsSecretProblem } from '../events/delivery.ts';
+import { eventsSecretProblem } from '../providers/event-secrets.ts';
 import type { ConfiguredProvider, DeploymentApp } from '../providers/registry.ts';
 import { type AppSecrets, appSecretBinding, type OrganizationAppRow } from './catalog.ts';
 

@@ -6,7 +6,8 @@ import { github } from '../providers/github.ts';
 import { linear } from '../providers/linear.ts';
 import { slack } from '../providers/slack.ts';
 import { zoom } from '../providers/zoom.ts';
-import { checkSignature, deliveryIdOf, eventsSecretProblem, handshakeAnswer, idsOf, matchingRule, namesClient, occurredAtOf, targetsOf } from './delivery.ts';
+import { eventsSecretProblem } from '../providers/event-secrets.ts';
+import { checkSignature, deliveryIdOf, handshakeAnswer, idsOf, matchingRule, namesClient, occurredAtOf, targetsOf } from './delivery.ts';
 
 const events = (definition: { events?: unknown }) => definition.events as NonNullable<typeof slack.events>;
 

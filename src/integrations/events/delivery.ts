@@ -3,7 +3,8 @@
  * the signature over the raw body, then — only once it holds — the body, the handshake, the rule
  * it matches and the ids that rule names. Pure functions: no database, no clock but the one given.
  */
-import { createHash, createHmac, createPublicKey, type KeyObject, timingSafeEqual, verify } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual, verify } from 'node:crypto';
+import { ed25519PublicKey } from '../providers/event-secrets.ts';
 import { valueAt, valuesAt } from '../providers/json.ts';
 import type { EventCondition, EventRule, EventsSpec } from '../providers/spec.ts';
 
@@ -60,47 +61,15 @@ function hmacHolds(secret: string, signed: Buffer, sent: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-/** An Ed25519 public key is 32 bytes: its hex, as Discord shows it on the application's page. */
-const ED25519_PUBLIC_KEY = /^[0-9a-fA-F]{64}$/;
-/** The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410): the raw 32 bytes follow it. */
-const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
-const publicKeys = new Map<string, KeyObject | null>();
-
-/** The public key a hex events secret is; null when it is none (the check then refuses every delivery). */
-function ed25519Key(hex: string): KeyObject | null {
-  let key = publicKeys.get(hex);
-  if (key !== undefined) return key;
-  try {
-    key = ED25519_PUBLIC_KEY.test(hex) ? createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, Buffer.from(hex, 'hex')]), format: 'der', type: 'spki' }) : null;
-  } catch {
-    key = null;
-  }
-  // A handful of apps' keys: bounded all the same, a settings change never grows it without end.
-  if (publicKeys.size >= 256) publicKeys.clear();
-  publicKeys.set(hex, key);
-  return key;
-}
-
 /** Whether `sent` (hex, 64 bytes) is an Ed25519 signature of `signed` by the public key `secret` (hex). */
 function ed25519Holds(secret: string, signed: Buffer, sent: string): boolean {
-  const key = ed25519Key(secret);
+  const key = ed25519PublicKey(secret);
   if (!key || !/^[0-9a-fA-F]{128}$/.test(sent)) return false;
   try {
     return verify(null, signed, key, Buffer.from(sent, 'hex'));
   } catch {
     return false;
   }
-}
-
-/**
- * What is wrong with an events secret for this provider's scheme, in words naming the rule and
- * never the value; undefined when it fits. An Ed25519 scheme's secret is the application's
- * public key: 64 hex characters that are a key.
- */
-export function eventsSecretProblem(spec: EventsSpec, secret: string): string | undefined {
-  if (spec.signature.scheme !== 'ed25519') return undefined;
-  if (!ED25519_PUBLIC_KEY.test(secret)) return "must be the application's public key: 64 hexadecimal characters";
-  return ed25519Key(secret) ? undefined : "is not an Ed25519 public key; copy the application's public key again";
 }
 
 function splitOnce(text: string, marker: string): [string, string] {
