@@ -612,7 +612,7 @@ export interface paths {
         put?: never;
         /**
          * A provider's signed events to its default app: revocations and uninstalls known in seconds
-         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. The default deployment app's route (its id is the provider's), the same as /v1/apps/{provider}/events: acts only on integrations made with that app. 404 for a provider without events or without INTEGRATION_OAUTH_<P>_EVENTS_SECRET.
+         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp, Discord X-Signature-Ed25519 over X-Signature-Timestamp and the body, checked with the application's public key). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Discord: 204 with no body, its PING included. The default deployment app's route (its id is the provider's), the same as /v1/apps/{provider}/events: acts only on integrations made with that app. 404 for a provider without events or without INTEGRATION_OAUTH_<P>_EVENTS_SECRET.
          */
         post: operations["integrations_createProvidersEvent"];
         delete?: never;
@@ -632,7 +632,7 @@ export interface paths {
         put?: never;
         /**
          * A provider's signed events to one app: revocations and uninstalls known in seconds
-         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Checked with that app's events secret (a deployment app's from the settings, an organization's own from its sealed secrets); acts only on integrations made with that app. 404 for an unknown app, one whose provider has no events, or one without an events secret.
+         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp, Discord X-Signature-Ed25519 over X-Signature-Timestamp and the body, checked with the application's public key). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Discord: 204 with no body, its PING included. Checked with that app's events secret (a deployment app's from the settings, an organization's own from its sealed secrets); acts only on integrations made with that app. 404 for an unknown app, one whose provider has no events, or one without an events secret.
          */
         post: operations["integrations_createAppsEvent"];
         delete?: never;
@@ -7208,6 +7208,14 @@ export interface operations {
                     };
                 };
             };
+            /** @description Accepted, for a provider that expects no body (Discord) */
+            204: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description INVALID_INPUT */
             400: {
                 headers: {
@@ -7330,6 +7338,14 @@ export interface operations {
                         [key: string]: string | boolean;
                     };
                 };
+            };
+            /** @description Accepted, for a provider that expects no body (Discord) */
+            204: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description INVALID_INPUT */
             400: {
