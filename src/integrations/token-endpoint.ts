@@ -5,17 +5,32 @@ import type { TokenSet } from './providers/types.ts';
 /**
  * One token-endpoint request (code exchange or refresh), authenticated as the
  * definition says. Never retried: codes are single-use and refresh tokens rotate.
- * The client secret travels only here, server to server.
+ * The client secret travels only here, server to server. The claims the definition declares on
+ * every token request (Microsoft's `cp1` capability) go as `claims`, merged with `challenge` —
+ * the claims a provider's claims challenge asked for (docs/contract.md §5b).
  */
-export async function tokenRequest(provider: ConfiguredProvider, params: Record<string, string>): Promise<TokenSet> {
+export async function tokenRequest(provider: ConfiguredProvider, params: Record<string, string>, challenge?: Record<string, unknown>): Promise<TokenSet> {
   const { definition } = provider;
-  const request = clientRequest(provider, params, {
+  const claims = mergeClaims(definition.tokenClaims, challenge);
+  const request = clientRequest(provider, claims ? { ...params, claims: JSON.stringify(claims) } : params, {
     auth: definition.clientAuth === 'client_secret_basic' ? 'basic' : 'body',
     format: definition.tokenFormat,
     headers: definition.tokenHeaders,
   });
   const response = await provider.context.request(provider.context.endpoints.tokenUrl, { method: 'POST', ...request });
   return definition.parseTokenResponse(response);
+}
+
+/** Two claims requests (OpenID Connect Core §5.5) as one: objects merged member by member, `extra` winning elsewhere; undefined when neither is given. */
+export function mergeClaims(base: Record<string, unknown> | undefined, extra: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!base || !extra) return base ?? extra;
+  const merged: Record<string, unknown> = { ...base };
+  const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+  for (const [key, value] of Object.entries(extra)) {
+    const mine = merged[key];
+    merged[key] = isObject(mine) && isObject(value) ? mergeClaims(mine, value) : value;
+  }
+  return merged;
 }
 
 /** When a token set's access token expires: `expires_in`, else a JWT's `exp`, else unknown (null). */

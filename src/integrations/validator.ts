@@ -100,7 +100,7 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
             try {
               const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await loadById(services, row.organization_id, row.id));
               const { outcome } = await services.lifecycle.check(current, actor, due);
-              result[outcome.kind === 'revoked' ? 'invalid' : outcome.kind === 'refreshed' ? 'valid' : outcome.kind]++;
+              result[outcome.kind === 'revoked' || outcome.kind === 'challenged' ? 'invalid' : outcome.kind === 'refreshed' ? 'valid' : outcome.kind]++;
               // The verdict says when the provider is limiting us: leave it alone for the rest of the pass.
               if ('failure' in outcome && outcome.failure.verdict.backOff) backedOff.add(provider);
             } catch (error) {

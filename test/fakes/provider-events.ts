@@ -24,8 +24,16 @@
  *   body), no prefix; `Linear-Delivery` (a UUID) and `Linear-Event` (the entity type) headers;
  *   every body carries `webhookTimestamp` (epoch milliseconds). An `OAuthApp` `revoked` event
  *   names `organizationId` and the app's `oauthClientId`.
+ * - Discord (webhook events of an application, "Webhook Events"): `X-Signature-Ed25519` = hex
+ *   Ed25519 signature, by the application's key pair, of `X-Signature-Timestamp` (epoch
+ *   seconds) followed by the raw body; the application's public key is shown as 64 hex
+ *   characters. The body has `version` 1, `application_id` and `type` — 0 a PING (sent when the
+ *   URL is saved; answered 204 with no body), 1 an event whose `event` has `type`
+ *   (`APPLICATION_AUTHORIZED`, `APPLICATION_DEAUTHORIZED`, `ENTITLEMENT_CREATE`…), `timestamp`
+ *   (ISO 8601, no offset: UTC) and `data` (`APPLICATION_DEAUTHORIZED`: the `user`). An endpoint
+ *   must refuse a bad signature (Discord checks that it does) and answer 204 within 3 seconds.
  */
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { createHmac, generateKeyPairSync, randomBytes, randomUUID, sign as signWith } from 'node:crypto';
 
 /** One delivery: what goes on the wire. */
 export interface SignedDelivery {
@@ -221,5 +229,39 @@ export function linearEvents(signingSecret: string) {
           webhookTimestamp: options.webhookTimestamp ?? Date.now(),
         }),
       ),
+  };
+}
+
+/** A Discord application's webhook events, signed with its Ed25519 key pair (its public key: `publicKey`, hex). */
+export function discordEvents(options: { applicationId?: string } = {}) {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x as string, 'base64url');
+  const applicationId = options.applicationId ?? '1234560123453231555';
+  const sign = (body: string, timestamp = nowSeconds()): SignedDelivery => ({
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': 'Discord-Webhook/1.0 (+https://discord.com)',
+      'x-signature-ed25519': signWith(null, Buffer.from(`${timestamp}${body}`), privateKey).toString('hex'),
+      'x-signature-timestamp': String(timestamp),
+    },
+    body,
+  });
+  const user = (id: string) => ({ id, username: `user${id.slice(-4)}`, avatar: null, discriminator: '0', public_flags: 0, flags: 0, banner: null, accent_color: null, global_name: null, avatar_decoration_data: null, banner_color: null, clan: null });
+  // Discord's timestamps: ISO 8601 with microseconds and no offset (UTC).
+  const discordTime = (at: Date) => at.toISOString().replace('Z', '000');
+  const event = (type: string, data: Record<string, unknown>, at: Date) => JSON.stringify({ version: 1, application_id: applicationId, type: 1, event: { type, timestamp: discordTime(at), data } });
+  return {
+    /** The application's public key, as its page shows it: 64 hex characters. */
+    publicKey: raw.toString('hex'),
+    applicationId,
+    sign,
+    /** The PING Discord sends when the Webhook Events URL is saved. */
+    ping: () => sign(JSON.stringify({ version: 1, application_id: applicationId, type: 0 })),
+    /** A user removed the app from their account. */
+    deauthorized: (userId: string, options: { at?: Date; timestamp?: number } = {}) => sign(event('APPLICATION_DEAUTHORIZED', { user: user(userId) }, options.at ?? new Date()), options.timestamp),
+    /** Another event the app subscribes to (`APPLICATION_AUTHORIZED`, with the user and the scopes granted). */
+    authorized: (userId: string) => sign(event('APPLICATION_AUTHORIZED', { integration_type: 1, scopes: ['identify', 'email'], user: user(userId) }, new Date())),
+    /** A resend of a delivery Discord got no answer to: the same body, timestamp and signature. */
+    resend: (delivery: SignedDelivery): SignedDelivery => ({ headers: { ...delivery.headers }, body: delivery.body }),
   };
 }

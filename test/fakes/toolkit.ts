@@ -75,6 +75,12 @@ export interface Screen {
   tokenAnswer(family: TokenFamily, user: ScreenUser, kind: 'exchange' | 'refresh', core: FakeCore<ScreenUser>): Record<string, unknown>;
   /** A refusal at the token endpoint, in the provider's style (status included). */
   tokenError(failure: TokenFailure, kind: 'exchange' | 'refresh'): FakeReply;
+  /**
+   * Sees each client-authenticated token request before its grant is read, and may answer it
+   * itself (Entra refusing a refresh after a continuous-access-evaluation event). Undefined: the
+   * grant is handled as usual.
+   */
+  tokenGate?(params: Record<string, string>, kind: 'exchange' | 'refresh', core: FakeCore<ScreenUser>): FakeReply | undefined;
   /** API routes behind the token check, `METHOD /path` under `paths.api` (a segment `:x` matches anything). */
   api: Record<string, (call: ApiCall) => FakeReply>;
   /** Routes outside the API prefix (revocation, a user-info host), `METHOD /path`. */
@@ -158,6 +164,8 @@ export function startScreenFake(screen: Screen, options: FakeProviderOptions = {
       const grantType = params.grant_type;
       const kind = grantType === 'refresh_token' ? 'refresh' : 'exchange';
       if (!clientAuthenticated(ctx, core, params, mode)) return screen.tokenError('invalid_client', kind);
+      const gated = screen.tokenGate?.(params, kind, core);
+      if (gated) return gated;
       if (grantType === 'authorization_code') {
         const found = core.grants.peekCode(params.code ?? '');
         if (found.status !== 'valid') return screen.tokenError('invalid_grant', kind);

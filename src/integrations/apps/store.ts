@@ -17,6 +17,7 @@ import { requireRole } from '../../identity/authorize.ts';
 import { newId } from '../../lib/ids.ts';
 import { seal } from '../../secrets/crypto.ts';
 import type { Services } from '../../services.ts';
+import { eventsSecretProblem } from '../providers/event-secrets.ts';
 import type { ConfiguredProvider, DeploymentApp } from '../providers/registry.ts';
 import { tokenScheme } from '../events/delivery.ts';
 import { APP_ROW_COLUMNS, type AppSecrets, appSecretBinding, type OrganizationAppRow } from './catalog.ts';
@@ -227,6 +228,14 @@ function checkSecret(value: string, path: string, max = SECRET_MAX): string {
   return value;
 }
 
+/** An events secret of the shape its provider's signature scheme needs (Discord: the application's public key, 64 hex characters). */
+function checkEventsSecret(provider: ConfiguredProvider, value: string): string {
+  checkSecret(value, 'eventsSecret');
+  const problem = provider.definition.events ? eventsSecretProblem(provider.definition.events, value) : undefined;
+  if (problem) throw refuse('eventsSecret', problem);
+  return value;
+}
+
 function checkPrivateKey(value: string): string {
   checkSecret(value, 'privateKey', PRIVATE_KEY_MAX);
   try {
@@ -287,7 +296,7 @@ export async function createApp(services: AppServices, work: Work, input: NewApp
   if (input.eventsSecret !== undefined) refuseEventsSecret(provider);
   const secrets: AppSecrets = {
     clientSecret: checkSecret(input.clientSecret, 'clientSecret'),
-    ...(input.eventsSecret !== undefined ? { eventsSecret: checkSecret(input.eventsSecret, 'eventsSecret') } : {}),
+    ...(input.eventsSecret !== undefined ? { eventsSecret: checkEventsSecret(provider, input.eventsSecret) } : {}),
     ...(input.privateKey !== undefined ? { privateKey: checkPrivateKey(input.privateKey) } : {}),
   };
   const scopes = input.scopes === undefined ? null : checkScopes(input.scopes);
@@ -347,7 +356,7 @@ export async function updateApp(services: AppServices, work: Work, id: string, c
     if (change.clientSecret !== undefined) secrets.clientSecret = checkSecret(change.clientSecret, 'clientSecret');
     if (change.privateKey !== undefined) secrets.privateKey = checkPrivateKey(change.privateKey);
     if (change.eventsSecret === null) delete secrets.eventsSecret;
-    else if (change.eventsSecret !== undefined) secrets.eventsSecret = checkSecret(change.eventsSecret, 'eventsSecret');
+    else if (change.eventsSecret !== undefined && provider) secrets.eventsSecret = checkEventsSecret(provider, change.eventsSecret);
     await storeSecrets(services, work.db, organizationId, id, secrets);
     set.push(sql`has_events_secret = ${secrets.eventsSecret !== undefined}`);
   }

@@ -1,11 +1,13 @@
 // Reading deliveries by the definitions' data, against the test vectors the providers publish.
 import { describe, expect, it } from 'vitest';
-import { createHmac } from 'node:crypto';
+import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
+import { discord } from '../providers/discord.ts';
 import { github } from '../providers/github.ts';
 import { linear } from '../providers/linear.ts';
 import { slack } from '../providers/slack.ts';
 import { zoom } from '../providers/zoom.ts';
-import { checkSignature, deliveryIdOf, idsOf, matchingRule, namesClient, targetsOf } from './delivery.ts';
+import { eventsSecretProblem } from '../providers/event-secrets.ts';
+import { checkSignature, deliveryIdOf, handshakeAnswer, idsOf, matchingRule, namesClient, occurredAtOf, targetsOf } from './delivery.ts';
 
 const events = (definition: { events?: unknown }) => definition.events as NonNullable<typeof slack.events>;
 
@@ -86,5 +88,51 @@ describe('what a rule names', () => {
     const none = { headers: {}, raw: Buffer.alloc(0) };
     expect(deliveryIdOf(events(zoom), none, body)).toBe(deliveryIdOf(events(zoom), none, structuredClone(body)));
     expect(deliveryIdOf(events(zoom), none, { ...body, event_ts: 1700000000001 })).not.toBe(deliveryIdOf(events(zoom), none, body));
+  });
+});
+
+describe("Discord's webhook events: Ed25519 by the application's public key", () => {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const hex = Buffer.from(publicKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex');
+  const at = 1_764_300_000;
+  const signed = (body: string, timestamp = String(at)) => ({
+    headers: { 'x-signature-ed25519': sign(null, Buffer.from(`${timestamp}${body}`), privateKey).toString('hex'), 'x-signature-timestamp': timestamp },
+    raw: Buffer.from(body),
+  });
+  const body = { version: 1, application_id: '11', type: 1, event: { type: 'APPLICATION_DEAUTHORIZED', timestamp: '2025-11-28T03:20:00.123456', data: { user: { id: '80351110224678913' } } } };
+
+  it('verifies the signature over the timestamp and the raw body, within five minutes, with that key only', () => {
+    const delivery = signed(JSON.stringify(body));
+    expect(checkSignature(events(discord), hex, delivery, at * 1000 + 299_000)).toBe('ok');
+    expect(checkSignature(events(discord), hex, delivery, at * 1000 + 301_000)).toBe('stale');
+    const other = Buffer.from(generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex');
+    expect(checkSignature(events(discord), other, delivery, at * 1000)).toBe('rejected_signature');
+    expect(checkSignature(events(discord), hex, { ...delivery, raw: Buffer.from(`${delivery.raw} `) }, at * 1000)).toBe('rejected_signature');
+    expect(checkSignature(events(discord), 'not a key', delivery, at * 1000)).toBe('rejected_signature');
+  });
+
+  it('the PING is a handshake with no fields; type is compared as the number it is', () => {
+    const ping = { version: 1, application_id: '11', type: 0 };
+    expect(handshakeAnswer(events(discord), hex, signed(JSON.stringify(ping)), ping)).toEqual({});
+    expect(handshakeAnswer(events(discord), hex, signed(JSON.stringify(body)), body)).toBeNull();
+    expect(handshakeAnswer(events(discord), hex, signed('{}'), { ...ping, type: '0' })).toBeNull();
+  });
+
+  it('names the user; the time without an offset is UTC; the delivery id is a digest of the signature', () => {
+    const delivery = signed(JSON.stringify(body));
+    const rule = matchingRule(events(discord), delivery, body);
+    expect(rule?.type).toBe('application_deauthorized');
+    expect(rule && targetsOf(rule, body)).toEqual({ accounts: ['80351110224678913'] });
+    expect(rule && occurredAtOf(rule, body)?.toISOString()).toBe('2025-11-28T03:20:00.123Z');
+    const id = deliveryIdOf(events(discord), delivery, body);
+    expect(id).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(deliveryIdOf(events(discord), { ...delivery, headers: { ...delivery.headers } }, body)).toBe(id);
+    expect(deliveryIdOf(events(discord), signed(JSON.stringify(body), String(at + 1)), body)).not.toBe(id);
+  });
+
+  it("an events secret that is not a public key is named as such; another scheme's secret is free", () => {
+    expect(eventsSecretProblem(events(discord), hex)).toBeUndefined();
+    expect(eventsSecretProblem(events(discord), 'a-shared-secret-of-sixteen')).toMatch(/64 hexadecimal characters/);
+    expect(eventsSecretProblem(events(slack), 'a-shared-secret-of-sixteen')).toBeUndefined();
   });
 });

@@ -3,7 +3,8 @@
  * the signature over the raw body, then — only once it holds — the body, the handshake, the rule
  * it matches and the ids that rule names. Pure functions: no database, no clock but the one given.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual, verify } from 'node:crypto';
+import { ed25519PublicKey } from '../providers/event-secrets.ts';
 import { valueAt, valuesAt } from '../providers/json.ts';
 import type { EventCondition, EventHandshakeSpec, EventRule, EventSignatureSpec, EventsSpec, SecurityEventTokenSpec } from '../providers/spec.ts';
 
@@ -46,10 +47,8 @@ export function checkSignature(spec: EventsSpec, secret: string, delivery: Deliv
   const template = signature.signed ?? '{body}';
   const [before, after] = splitOnce(template, '{body}');
   const signed = Buffer.concat([Buffer.from(before.replace('{timestamp}', timestamp ?? '')), delivery.raw, Buffer.from(after.replace('{timestamp}', timestamp ?? ''))]);
-  const expected = Buffer.from(hmacHex(secret, signed));
-  const given = Buffer.from(sent.slice(signature.prefix.length));
-  // Equal lengths first: timingSafeEqual throws otherwise, and a length says nothing of the secret.
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'rejected_signature';
+  const given = sent.slice(signature.prefix.length);
+  if (!(signature.scheme === 'ed25519' ? ed25519Holds(secret, signed, given) : hmacHolds(secret, signed, given))) return 'rejected_signature';
   const tolerance = signature.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
   if (timestamp !== undefined && Math.abs(nowMs / 1000 - Number(timestamp)) > tolerance) return 'stale';
   if (signature.bodyTimestamp) {
@@ -59,6 +58,24 @@ export function checkSignature(spec: EventsSpec, secret: string, delivery: Deliv
     if (ms === undefined || Math.abs(nowMs - ms) > tolerance * 1000) return 'stale';
   }
   return 'ok';
+}
+
+function hmacHolds(secret: string, signed: Buffer, sent: string): boolean {
+  const expected = Buffer.from(hmacHex(secret, signed));
+  const given = Buffer.from(sent);
+  // Equal lengths first: timingSafeEqual throws otherwise, and a length says nothing of the secret.
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** Whether `sent` (hex, 64 bytes) is an Ed25519 signature of `signed` by the public key `secret` (hex). */
+function ed25519Holds(secret: string, signed: Buffer, sent: string): boolean {
+  const key = ed25519PublicKey(secret);
+  if (!key || !/^[0-9a-fA-F]{128}$/.test(sent)) return false;
+  try {
+    return verify(null, signed, key, Buffer.from(sent, 'hex'));
+  } catch {
+    return false;
+  }
 }
 
 function splitOnce(text: string, marker: string): [string, string] {
@@ -78,8 +95,8 @@ export function parseBody(raw: Buffer): Record<string, unknown> | undefined {
 
 function holds(condition: EventCondition, delivery: Delivery, body: unknown): boolean {
   const value = condition.header !== undefined ? header(delivery, condition.header) : condition.path !== undefined ? valueAt(body, condition.path) : undefined;
-  const allowed = typeof condition.equals === 'string' ? [condition.equals] : condition.equals;
-  return typeof value === 'string' && allowed.includes(value);
+  const allowed: readonly (string | number)[] = typeof condition.equals === 'string' || typeof condition.equals === 'number' ? [condition.equals] : condition.equals;
+  return (typeof value === 'string' || typeof value === 'number') && allowed.includes(value);
 }
 
 const allHold = (conditions: readonly EventCondition[], delivery: Delivery, body: unknown) => conditions.every((condition) => holds(condition, delivery, body));
@@ -155,7 +172,10 @@ export function deliveryIdOf(spec: EventsSpec, delivery: Delivery, body: unknown
   const source = spec.deliveryId;
   let id: string | undefined;
   if ('header' in source) id = header(delivery, source.header);
-  else if ('path' in source) {
+  else if ('headerDigest' in source) {
+    const value = header(delivery, source.headerDigest);
+    id = value ? `sha256:${createHash('sha256').update(value.toLowerCase()).digest('hex')}` : undefined;
+  } else if ('path' in source) {
     const value = valueAt(body, source.path);
     id = typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
   } else {
@@ -166,12 +186,15 @@ export function deliveryIdOf(spec: EventsSpec, delivery: Delivery, body: unknown
   return id !== undefined && id !== '' && id.length <= MAX_ID ? id : undefined;
 }
 
+const ISO_WITHOUT_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/;
+
 /** When the provider says the event happened, if the rule knows where it says so and the body holds a sane time. */
 export function occurredAtOf(rule: EventRule, body: unknown): Date | undefined {
   if (!rule.occurredAt) return undefined;
   const value = valueAt(body, rule.occurredAt.path);
   let ms: number | undefined;
-  if (rule.occurredAt.format === 'iso' && typeof value === 'string') ms = Date.parse(value);
+  // An ISO 8601 time without an offset is UTC (Discord's `event.timestamp`), never this server's local time.
+  if (rule.occurredAt.format === 'iso' && typeof value === 'string') ms = Date.parse(ISO_WITHOUT_OFFSET.test(value) ? `${value}Z` : value);
   else if (typeof value === 'number' || (typeof value === 'string' && /^\d+(\.\d+)?$/.test(value))) ms = Number(value) * (rule.occurredAt.format === 'seconds' ? 1000 : 1);
   return ms !== undefined && Number.isFinite(ms) && ms > 0 ? new Date(ms) : undefined;
 }

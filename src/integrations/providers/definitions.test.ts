@@ -149,6 +149,22 @@ describe('API answers', () => {
     for (const [id, status, body, headers, kind] of cases) expect(kindOf(id, status, body, headers), `${id} ${status} ${JSON.stringify(body)}`).toBe(kind);
   });
 
+  it("read Microsoft's claims challenge (continuous access evaluation) as `challenged`, with its claims decoded", () => {
+    // The example of Microsoft's "Claims challenges, claims requests and client capabilities".
+    const claims = 'eyJhY2Nlc3NfdG9rZW4iOnsibmJmIjp7ImVzc2VudGlhbCI6dHJ1ZSwgInZhbHVlIjoiMTYwNDEwNjY1MSJ9fX0=';
+    const challenge = `Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", client_id="00000003-0000-0000-c000-000000000000", error="insufficient_claims", claims="${claims}"`;
+    const failure = definition('microsoft').classify(answer(401, { error: { code: 'InvalidAuthenticationToken' } }, { 'www-authenticate': challenge }));
+    expect(failure?.kind).toBe('challenged');
+    expect(failure?.claims).toEqual({ access_token: { nbf: { essential: true, value: '1604106651' } } });
+    // Another error, claims that are not a JSON object, or none: a dead token as any other 401.
+    expect(kindOf('microsoft', 401, {}, { 'www-authenticate': challenge.replace('insufficient_claims', 'invalid_token') })).toBe('revoked');
+    expect(kindOf('microsoft', 401, {}, { 'www-authenticate': challenge.replace(claims, Buffer.from('[1]').toString('base64')) })).toBe('revoked');
+    expect(kindOf('microsoft', 401, {}, { 'www-authenticate': 'Bearer realm="", error="insufficient_claims"' })).toBe('revoked');
+    // A provider that does not say it sends them reads the same header as a dead token.
+    expect(kindOf('google', 401, {}, { 'www-authenticate': challenge })).toBe('revoked');
+    expect(definition('microsoft').tokenClaims).toEqual({ access_token: { xms_cc: { values: ['cp1'] } } });
+  });
+
   it('read when to try again from Retry-After (seconds, a date or an ISO time), the body, or a reset time', () => {
     const now = Date.parse('2026-11-23T12:00:00Z');
     const headers = (values: Record<string, string>) => ({ headers: new Headers(values) });

@@ -25,4 +25,25 @@ export const discord = defineProvider({
   },
   // Either token revokes every token of the authorization; the refresh token outlives the access token.
   revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'body' },
+  // The application's webhook events (docs/contract.md §5b): Ed25519 over the timestamp and the raw body, checked
+  // with the application's public key (the events secret, hex). Discord sends no delivery id: its signature is one.
+  // The PING it sends when the URL is saved, and every accepted delivery, are answered 204 with no body.
+  events: {
+    signature: { scheme: 'ed25519', header: 'x-signature-ed25519', prefix: '', signed: '{timestamp}{body}', timestampHeader: 'x-signature-timestamp' },
+    deliveryId: { headerDigest: 'x-signature-ed25519' },
+    accepted: 204,
+    handshakes: [{ when: [{ path: 'type', equals: 0 }], answer: {} }],
+    rules: [
+      {
+        type: 'application_deauthorized',
+        when: [
+          { path: 'type', equals: 1 },
+          { path: 'event.type', equals: 'APPLICATION_DEAUTHORIZED' },
+        ],
+        // The Discord user who removed the app: the account id its integrations keep (`/users/@me` `id`).
+        match: { accounts: '{event.data.user.id}' },
+        occurredAt: { path: 'event.timestamp', format: 'iso' },
+      },
+    ],
+  },
 });

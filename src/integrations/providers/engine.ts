@@ -49,6 +49,7 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
     clientAuth: spec.clientAuth ?? 'client_secret_post',
     tokenFormat: spec.tokenFormat ?? 'form',
     tokenHeaders: spec.tokenHeaders ?? {},
+    ...(spec.tokenClaims ? { tokenClaims: spec.tokenClaims } : {}),
     defaults: spec.defaults ?? {},
     ...(spec.metadataHosts ? { metadataHosts: spec.metadataHosts } : {}),
     parseTokenResponse: (response) => parseTokenAnswer(spec.displayName, spec.token ?? {}, response),
@@ -170,6 +171,8 @@ function classifyAnswer(spec: ProviderSpec, response: ProviderResponse): Provide
   const matches = (signals: Signal[] | undefined) => (signals ?? []).some((signal) => signalMatches(signal, response, json));
   const name = spec.displayName;
   if (matches(api.missingScope)) return new ProviderError('forbidden', `${name} says a scope is missing`, { status });
+  const claims = api.claimsChallenge && status === 401 ? challengedClaims(response.headers.get('www-authenticate'), api.claimsChallenge.error) : undefined;
+  if (claims) return new ProviderError('challenged', `${name} asks for a token with more claims`, { status, claims });
   if (matches(api.deadToken ?? [{ status: 401 }])) return new ProviderError('revoked', `${name} rejected the token`, { status });
   if (matches(RATE_LIMITS) || matches(api.rateLimit)) {
     return new ProviderError('rateLimited', `${name} rate limit`, { status, retryAfter: retryAfterSeconds(response, api.retryAfterPath ? textAt(json(), api.retryAfterPath) : undefined) });
@@ -177,6 +180,23 @@ function classifyAnswer(spec: ProviderSpec, response: ProviderResponse): Provide
   if (status === 403) return new ProviderError('forbidden', `${name} forbade the call`, { status });
   if (status >= 500) return new ProviderError('transient', `${name} answered with a server error`, { status });
   return null;
+}
+
+/**
+ * The claims of a challenge in a `WWW-Authenticate` value (`Bearer realm="", error="<error>",
+ * claims="<base64>"`, RFC 6750 §3 auth-params): the decoded JSON object, or undefined when the
+ * header is not such a challenge or its claims are not a JSON object.
+ */
+export function challengedClaims(header: string | null, error: string): Record<string, unknown> | undefined {
+  if (!header || header.length > 8192) return undefined;
+  const params = new Map<string, string>();
+  for (const match of header.matchAll(/([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))/g)) {
+    params.set((match[1] as string).toLowerCase(), match[2] !== undefined ? match[2].replace(/\\(.)/g, '$1') : (match[3] as string));
+  }
+  const encoded = params.get('claims');
+  if (params.get('error') !== error || !encoded) return undefined;
+  const value = parseJson(Buffer.from(encoded, encoded.includes('-') || encoded.includes('_') ? 'base64url' : 'base64').toString('utf8'));
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
 function signalMatches(signal: Signal, response: ProviderResponse, json: () => unknown): boolean {

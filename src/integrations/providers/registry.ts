@@ -19,6 +19,7 @@ import { zoom } from './zoom.ts';
 import { zooms2s } from './zooms2s.ts';
 import type { ProviderSettings } from '../../config/schema.ts';
 import { customProvider } from './custom.ts';
+import { eventsSecretProblem } from './event-secrets.ts';
 import { fillTemplate, placeholders } from './json.ts';
 import { type ObserveCall, type ProviderAnswer, type ProviderRequest, providerFetch } from './transport.ts';
 import { EnteredValueRefused, enteredHostPattern, enteredUrlProblems, fillUrlTemplate, hostLabelFields } from './url-template.ts';
@@ -141,6 +142,9 @@ export function buildProviderRegistry(
   for (const definition of byId.values()) {
     const settings = config.providers[definition.id];
     if (authTraits(definition).connects === 'installation' && settings?.clientId && settings.clientSecret) problems.push(...appSettingsMissing(definition.id, settings));
+    // The events secret in the shape the provider's scheme needs (Discord: the application's public key); the words never hold it.
+    const eventsProblem = settings?.eventsSecret && definition.events ? eventsSecretProblem(definition.events, settings.eventsSecret) : undefined;
+    if (eventsProblem) problems.push(`INTEGRATION_OAUTH_${definition.id.toUpperCase()}_EVENTS_SECRET (integrationOauthProvider.${definition.id}.eventsSecret): ${eventsProblem}`);
     // §5c: an entered value fills a URL only as a host label under a fixed suffix, a path segment or a query value.
     if (settings && definition.metadataFields.length > 0) {
       for (const [key, template] of Object.entries(templatesOf(definition, settings))) {
@@ -247,6 +251,8 @@ function deploymentAppProblems(config: Config, byId: ReadonlyMap<string, Provide
     if (traits.connects === 'installation') {
       if (!entry.privateKey || !entry.slug || !entry.appId) problems.push(`${at}: a GitHub App needs appId, slug and privateKey`);
     } else if (entry.privateKey || entry.slug || entry.appId) problems.push(`${at}: appId, slug and privateKey are a GitHub App's only`);
+    const eventsProblem = entry.eventsSecret && definition.events ? eventsSecretProblem(definition.events, entry.eventsSecret) : undefined;
+    if (eventsProblem) problems.push(`${at}.eventsSecret: ${eventsProblem}`);
     if (entry.privateKey) {
       try {
         readAppPrivateKey(entry.privateKey);

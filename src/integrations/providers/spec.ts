@@ -90,6 +90,13 @@ export interface ApiSpec {
   rateLimit?: Signal[];
   /** A dot path in the answer holding seconds to wait (Discord `retry_after`), besides the headers. */
   retryAfterPath?: string;
+  /**
+   * A claims challenge (Microsoft's continuous access evaluation): a 401 whose `WWW-Authenticate`
+   * carries `error="<error>"` and `claims="<base64 of a JSON object>"`. Read before the dead-token
+   * rules: the token is refused, and one refresh carrying those claims is the answer
+   * (`challenged`, policy.ts); a 401 whose claims cannot be read is a dead token as any other.
+   */
+  claimsChallenge?: { error: string };
 }
 
 /** How a grant is revoked at the provider (best effort on delete). Absent: the provider has no revoke endpoint. */
@@ -116,17 +123,22 @@ export interface RevokeSpec {
 export interface EventCondition {
   header?: string;
   path?: string;
-  equals: string | readonly string[];
+  /** Strings, or numbers where the body holds numbers (Discord's `type`: 0 PING, 1 an event). */
+  equals: string | number | readonly (string | number)[];
 }
 
 /**
- * How the provider signs a delivery: hex HMAC-SHA256 under the events secret, sent as
- * `<prefix><hex>` in `header`, over `signed` — a template of `{timestamp}` (the value of
- * `timestampHeader`) and `{body}` (the raw body, byte for byte). A provider that signs a
- * timestamp (seconds since the epoch) has it checked against `toleranceSeconds`.
+ * How the provider signs a delivery: a hex signature sent as `<prefix><hex>` in `header`, over
+ * `signed` — a template of `{timestamp}` (the value of `timestampHeader`) and `{body}` (the raw
+ * body, byte for byte) — by `scheme`: `hmac-sha256` (the default), the HMAC under the events
+ * secret; or `ed25519`, an Ed25519 signature checked with the events secret as the
+ * application's public key (64 hex characters: Discord). A provider that signs a timestamp
+ * (seconds since the epoch) has it checked against `toleranceSeconds`.
  */
 export interface EventSignatureSpec {
+  /** Tells it from a security event token (`SecurityEventTokenSpec`). */
   kind?: 'hmac';
+  scheme?: 'hmac-sha256' | 'ed25519';
   header: string;
   prefix: string;
   /** Default `{body}`. */
@@ -166,7 +178,7 @@ export interface SecurityEventTokenSpec {
   refetchSeconds: number;
 }
 
-/** A request that checks the URL (Slack's `url_verification`, Zoom's `endpoint.url_validation`): answered 200, changing nothing. */
+/** A request that checks the URL (Slack's `url_verification`, Zoom's `endpoint.url_validation`, Discord's PING): answered (`EventsSpec.accepted`), changing nothing. */
 export interface EventHandshakeSpec {
   when: readonly EventCondition[];
   /**
@@ -214,10 +226,17 @@ export interface EventsSpec {
   signature: EventSignatureSpec | SecurityEventTokenSpec;
   /**
    * The delivery's id, the same on the provider's retries: a header (`x-github-delivery`), a
-   * body path (`event_id`), or a digest of body paths (Zoom: `event_ts` and `payload`).
+   * body path (`event_id`), a digest of body paths (Zoom: `event_ts` and `payload`), or the
+   * SHA-256 digest of a header's value (`headerDigest`: Discord sends no id; its signature,
+   * over the timestamp and the body, is the same on a resend of the same delivery).
    */
-  deliveryId: { header: string } | { path: string } | { digest: readonly string[] };
+  deliveryId: { header: string } | { path: string } | { digest: readonly string[] } | { headerDigest: string };
   handshakes?: readonly EventHandshakeSpec[];
+  /**
+   * How an accepted delivery is answered: 200 with `{"success": true}` (or a handshake's
+   * fields; the default), or 204 with no body (Discord, its PING included).
+   */
+  accepted?: 200 | 204;
   rules: readonly EventRule[];
   /**
    * `live_check`: the signature covers no freshness — no timestamp, not the delivery id (GitHub)
@@ -259,6 +278,12 @@ export interface ProviderSpec {
   tokenFormat?: 'form' | 'json';
   /** Extra headers for token requests (GitHub answers form-encoded unless sent `Accept: application/json`). */
   tokenHeaders?: Record<string, string>;
+  /**
+   * Claims declared on every token request, as the `claims` parameter (JSON): Microsoft's `cp1`
+   * client capability, without which Graph sends no claims challenge. A challenge's claims are
+   * merged into them for the refresh that answers it.
+   */
+  tokenClaims?: Record<string, unknown>;
   token?: TokenAnswerSpec;
   /**
    * The account call: validates an OAuth token, or verifies entered api_key/basic credentials.

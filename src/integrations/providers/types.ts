@@ -18,11 +18,15 @@ import type { EventsSpec } from './spec.ts';
  * - `forbidden`: authenticated, but not allowed (a 403 that is not a rate limit; a missing scope).
  * - `rateLimited`: the provider asked us to slow down. `retryAfter` in seconds.
  * - `transient`: network error, timeout, 5xx, garbage; try again later.
+ * - `challenged`: the provider refused the token with a claims challenge (Microsoft's continuous
+ *   access evaluation: a 401 whose `WWW-Authenticate` carries `error="insufficient_claims"` and
+ *   `claims`, kept decoded in `claims`): a revocation signal that one refresh carrying those
+ *   claims answers (docs/contract.md §5b).
  */
-export type ProviderFailureKind = 'revoked' | 'misconfigured' | 'forbidden' | 'rateLimited' | 'transient';
+export type ProviderFailureKind = 'revoked' | 'misconfigured' | 'forbidden' | 'rateLimited' | 'transient' | 'challenged';
 
 /** Every failure kind, in the order policy.ts's table lists them. */
-export const PROVIDER_FAILURE_KINDS: readonly ProviderFailureKind[] = ['revoked', 'misconfigured', 'forbidden', 'rateLimited', 'transient'];
+export const PROVIDER_FAILURE_KINDS: readonly ProviderFailureKind[] = ['revoked', 'misconfigured', 'forbidden', 'rateLimited', 'transient', 'challenged'];
 
 /** A typed provider failure that keeps its cause; its message never holds provider text or tokens. */
 export class ProviderError extends Error {
@@ -37,11 +41,13 @@ export class ProviderError extends Error {
   readonly providerCode?: string;
   /** Our words for the person, when this failure becomes the answer (a proxied answer over 10 MiB); else the error table's. */
   readonly answer?: string;
+  /** `challenged`: the claims the provider asks a new token to carry (decoded JSON); sent back only to its token endpoint, never logged. */
+  readonly claims?: Record<string, unknown>;
 
   constructor(
     kind: ProviderFailureKind,
     message: string,
-    options: { status?: number; retryAfter?: number; providerCode?: unknown; answer?: string; cause?: unknown } = {},
+    options: { status?: number; retryAfter?: number; providerCode?: unknown; answer?: string; cause?: unknown; claims?: Record<string, unknown> } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';
@@ -50,6 +56,7 @@ export class ProviderError extends Error {
     if (options.retryAfter !== undefined) this.retryAfter = options.retryAfter;
     if (options.providerCode !== undefined) this.providerCode = providerIdentifier(options.providerCode);
     if (options.answer !== undefined) this.answer = options.answer;
+    if (options.claims !== undefined) this.claims = options.claims;
   }
 }
 
@@ -198,6 +205,8 @@ export interface ProviderDefinition {
   clientAuth: 'client_secret_post' | 'client_secret_basic';
   tokenFormat: 'form' | 'json';
   tokenHeaders: Record<string, string>;
+  /** Claims declared on every token request (spec.ts `ProviderSpec.tokenClaims`), merged with a challenge's. */
+  tokenClaims?: Record<string, unknown>;
   /** Placeholder values when neither the settings nor the metadata give one. */
   defaults: Record<string, string>;
   metadataHosts?: string[];

@@ -18,7 +18,7 @@ const BODY_LIMIT = 1024 * 1024;
 const AppParams = Type.Object({ id: Type.String({ maxLength: 64, description: "The app's id: a deployment app's (`github`, `github-readonly`) or an organization's own (a ULID)" }) });
 
 const SCHEMES =
-  'Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched.';
+  'Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp, Discord X-Signature-Ed25519 over X-Signature-Timestamp and the body, checked with the application\'s public key; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Discord: 204 with no body, its PING included. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched.';
 
 /**
  * `POST /v1/providers/{provider}/events` (docs/contract.md §5b) — the default deployment app's —
@@ -37,6 +37,7 @@ export function providerEventsRoute(app: TypedFastify, services: Services): void
     const body = Type.Unknown({ description: "The provider's event, as it sent it (application/json; Google: application/secevent+jwt)" });
     const response = {
       200: Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean()])),
+      204: Type.Null({ description: 'Accepted, for a provider that expects no body (Discord)' }),
       // Written as JSON Schema, as /mcp's 202: the answer is an empty body, sent as text.
       202: { type: 'null', description: 'A security event token accepted (RFC 8935 §2.2): no body' },
       400: Type.Object(
@@ -95,7 +96,7 @@ const KEY_DOCUMENT_BYTES = 256 * 1024;
 /**
  * One delivery to `found` (undefined: no such app): 404 unless it has events and what checks them —
  * an events secret, or (a provider signing with its own keys) those events switched on; else received
- * as §5b says.
+ * as §5b says, and answered as its provider expects (`EventsSpec.accepted`, RFC 8935's 202).
  */
 async function receive(
   services: Services,
@@ -103,7 +104,7 @@ async function receive(
   reply: FastifyReply,
   found: EventsApp | undefined,
   named: string,
-): Promise<EventAnswer | ''> {
+): Promise<EventAnswer | '' | null> {
   const events = found?.provider.definition.events;
   const scheme = events ? tokenScheme(events) : undefined;
   const configurationUrl = found?.provider.eventsConfigurationUrl;
@@ -180,7 +181,11 @@ async function receive(
         requestId: request.id,
       },
     );
-    if (!scheme) return answer;
+    if (!scheme) {
+      if (events.accepted !== 204) return answer;
+      reply.code(204);
+      return null;
+    }
     // RFC 8935 §2.2: accepted, no body.
     reply.code(202);
     return '';

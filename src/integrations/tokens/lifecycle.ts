@@ -166,7 +166,11 @@ export class TokenLifecycle {
     return this.singleFlight.run(seen, (latest) => this.refreshHoldingLease(latest, actor));
   }
 
-  private async refreshHoldingLease(loaded: LoadedIntegration, actor: AuditActor): Promise<LoadedIntegration> {
+  /**
+   * Refreshes under the lease. `challenge`: the claims a claims challenge asked for (docs/contract.md
+   * §5b), sent with this refresh and its failure judged at point `challenge`.
+   */
+  private async refreshHoldingLease(loaded: LoadedIntegration, actor: AuditActor, challenge?: Record<string, unknown>): Promise<LoadedIntegration> {
     // A minted mode renews by minting: the same lease, the same store-before-serve.
     if (loaded.provider.traits.renews === 'mint') return this.mintHoldingLease(loaded, actor, 'refresh');
     const refreshToken = loaded.secrets.refresh_token;
@@ -182,11 +186,11 @@ export class TokenLifecycle {
     try {
       let tokens: TokenSet;
       try {
-        tokens = await tokenRequest(loaded.provider, { grant_type: 'refresh_token', refresh_token: refreshToken });
+        tokens = await tokenRequest(loaded.provider, { grant_type: 'refresh_token', refresh_token: refreshToken }, challenge);
       } catch (error) {
         rotated.release();
         this.deps.metrics?.refreshOutcome(loaded.provider.id, error instanceof ProviderError ? error.kind : 'error');
-        const failed = judged(error, 'refresh', loaded.provider.app);
+        const failed = judged(error, challenge ? 'challenge' : 'refresh', loaded.provider.app);
         // invalid_grant is not yet proof: if the stored refresh token changed, another refresh won and its result is served (decision 36).
         const done = await this.execute(failed, { loaded, actor, refused: { refreshToken }, again: async (latest) => latest });
         if (done.kind === 'retried') return done.value;
@@ -267,7 +271,13 @@ export class TokenLifecycle {
     const settle = at.settle !== false;
     if (at.again && at.refused && verdict.recheck !== 'none') {
       // A check that must not settle never refreshes: it only looks for a rotation that already happened.
-      const newer = verdict.recheck === 'retry' && settle && 'token' in at.refused ? await this.recover(at.loaded, at.refused.token, at.actor) : await this.reread(at.loaded, at.refused);
+      const refreshes = settle && 'token' in at.refused ? at.refused.token : undefined;
+      const newer =
+        refreshes !== undefined && verdict.recheck === 'retry'
+          ? await this.recover(at.loaded, refreshes, at.actor)
+          : refreshes !== undefined && verdict.recheck === 'challenge'
+            ? await this.answerChallenge(at.loaded, refreshes, failed.failure.claims ?? {}, at.actor)
+            : await this.reread(at.loaded, at.refused);
       if (newer) return { kind: 'retried', value: await at.again(newer) };
     }
     let row: IntegrationRow | null = null;
@@ -334,6 +344,31 @@ export class TokenLifecycle {
     if (!renewable(latest)) return null;
     try {
       return await this.refresh(latest.row, actor);
+    } catch (error) {
+      if (error instanceof JudgedFailure && error.verdict.dead) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * After the provider answered `usedToken` with a claims challenge (docs/contract.md §5b): a newer
+   * stored token if one replaced it meanwhile, else one refresh carrying the challenge's claims —
+   * a refresh of its own, never one that ended seconds ago (decision 49 would hand back the very
+   * token refused) — or null when there is nothing to refresh with or the refresh was refused
+   * (its verdict applied: `invalid`). Any other failure of that refresh is thrown, judged at point
+   * `challenge` (unreachable: `warning`). The caller tries once more; a second challenge stands.
+   */
+  private async answerChallenge(loaded: LoadedIntegration, usedToken: string, claims: Record<string, unknown>, actor: AuditActor): Promise<LoadedIntegration | null> {
+    const latest = await loadById(this.deps, loaded.row.organizationId, loaded.row.id);
+    const current = presented(latest);
+    if (current && current !== usedToken) return latest;
+    if (!renewable(latest)) return null;
+    try {
+      const run = (row: IntegrationRow) => this.singleFlight.run(row, (leased) => this.refreshHoldingLease(leased, actor, claims), { coalesce: false });
+      let refreshed = await run(latest.row);
+      // Joined with a refresh in flight that handed back the very token refused (one coalesced with an earlier one): ours, once.
+      if (presented(refreshed) === usedToken) refreshed = await run(refreshed.row);
+      return presented(refreshed) !== usedToken ? refreshed : null;
     } catch (error) {
       if (error instanceof JudgedFailure && error.verdict.dead) return null;
       throw error;

@@ -14,7 +14,7 @@ type Expected = {
   status: 'invalid' | 'warning' | null;
   actions?: string[];
   answer: [number, string] | 'go on';
-  recheck?: 'reread' | 'retry';
+  recheck?: 'reread' | 'retry' | 'challenge';
   serveStored?: true;
   reschedule?: true;
   counts?: true;
@@ -32,6 +32,7 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     forbidden: { status: null, answer: [409, 'TOKEN_VALIDATION_FAILED'] },
     rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'] },
     transient: { status: null, answer: [502, 'PROVIDER_ERROR'] },
+    challenged: { status: null, answer: [400, 'OAUTH_EXCHANGE_FAILED'] },
   },
   connect: {
     revoked: { status: null, answer: [409, 'TOKEN_VALIDATION_FAILED'] },
@@ -39,6 +40,7 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     forbidden: { status: null, answer: [409, 'TOKEN_VALIDATION_FAILED'] },
     rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'] },
     transient: { status: null, answer: [502, 'PROVIDER_ERROR'] },
+    challenged: { status: null, answer: [409, 'TOKEN_VALIDATION_FAILED'] },
   },
   refresh: {
     revoked: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'reread' },
@@ -46,6 +48,7 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     forbidden: { status: null, answer: [409, 'TOKEN_VALIDATION_FAILED'] },
     rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'], serveStored: true, backOff: true },
     transient: { status: null, answer: [502, 'PROVIDER_ERROR'], serveStored: true },
+    challenged: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'reread' },
   },
   validate: {
     revoked: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'retry', counts: true },
@@ -53,6 +56,7 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     forbidden: { ...SUSPICIOUS, serveStored: true, counts: true },
     rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'], serveStored: true, reschedule: true, backOff: true },
     transient: { status: 'warning', actions: ['refresh', 'configure'], answer: [502, 'PROVIDER_ERROR'], serveStored: true },
+    challenged: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'challenge', counts: true },
   },
   call: {
     revoked: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'retry' },
@@ -60,6 +64,7 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     forbidden: SUSPICIOUS,
     rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'] },
     transient: { status: null, answer: [502, 'PROVIDER_ERROR'] },
+    challenged: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'challenge' },
   },
   event: {
     revoked: { status: 'invalid', actions: ['reconnect'], answer: 'go on' },
@@ -67,6 +72,7 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     forbidden: { status: null, answer: 'go on' },
     rateLimited: { status: null, answer: 'go on' },
     transient: { status: null, answer: 'go on' },
+    challenged: { status: 'invalid', actions: ['reconnect'], answer: 'go on' },
   },
   verify: {
     revoked: { status: null, answer: [400, 'INVALID_CREDENTIALS'] },
@@ -74,11 +80,21 @@ const EXPECTED: Record<FailurePoint, Record<ProviderFailureKind, Expected>> = {
     forbidden: { status: null, answer: [400, 'INVALID_CREDENTIALS'] },
     rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'] },
     transient: { status: null, answer: [502, 'PROVIDER_ERROR'] },
+    challenged: { status: null, answer: [400, 'INVALID_CREDENTIALS'] },
+  },
+  // The one refresh answering a claims challenge: the stored token is refused already, never served; unreachable → warning.
+  challenge: {
+    revoked: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'reread' },
+    misconfigured: CONFIGURE,
+    forbidden: { status: null, answer: [409, 'TOKEN_VALIDATION_FAILED'] },
+    rateLimited: { status: null, answer: [429, 'PROVIDER_RATE_LIMITED'], backOff: true },
+    transient: { status: 'warning', actions: ['refresh', 'configure'], answer: [502, 'PROVIDER_ERROR'] },
+    challenged: { status: 'invalid', actions: ['reconnect'], answer: [409, 'TOKEN_VALIDATION_FAILED'], recheck: 'reread' },
   },
 };
 
 /** How each point names the way a change was learnt (`integration.status_changed`'s `source`). */
-const SOURCES: Record<FailurePoint, string> = { exchange: 'connect', connect: 'connect', refresh: 'refresh', validate: 'validation', call: 'proxy', event: 'provider_event', verify: 'connect' };
+const SOURCES: Record<FailurePoint, string> = { exchange: 'connect', connect: 'connect', refresh: 'refresh', validate: 'validation', call: 'proxy', event: 'provider_event', verify: 'connect', challenge: 'refresh' };
 
 const connectedRow = {
   provider: 'github',
@@ -144,7 +160,8 @@ describe('the failure policy', () => {
   it('gives up a recovery only on a rejection of the credentials themselves', () => {
     for (const [point, kind] of rows) {
       const dead = FAILURE_POLICY[point][kind].dead;
-      expect(dead, `${point} × ${kind}`).toBe(kind === 'revoked' || (kind === 'forbidden' && ['exchange', 'connect', 'refresh', 'verify'].includes(point)));
+      // A claims challenge refuses the token presented as a dead token does (Microsoft, docs/contract.md §5b).
+      expect(dead, `${point} × ${kind}`).toBe(kind === 'revoked' || kind === 'challenged' || (kind === 'forbidden' && ['exchange', 'connect', 'refresh', 'verify', 'challenge'].includes(point)));
     }
   });
 

@@ -50,11 +50,13 @@ export function refreshDue(row: Pick<IntegrationRow, 'hasRefreshToken' | 'tokenE
  * - `validate`: checking a stored token (status, background passes, after a refresh);
  * - `call`: a proxied API call with a stored token;
  * - `event`: the provider telling us of a revocation (docs/contract.md §5b);
- * - `verify`: checking credentials a person has just entered (docs/contract.md §5c; nothing is stored yet).
+ * - `verify`: checking credentials a person has just entered (docs/contract.md §5c; nothing is stored yet);
+ * - `challenge`: the one refresh that answers a claims challenge (docs/contract.md §5b, Microsoft):
+ *   the stored token is already refused, so every failure of it is the integration's.
  */
-export type FailurePoint = 'exchange' | 'connect' | 'refresh' | 'validate' | 'call' | 'event' | 'verify';
+export type FailurePoint = 'exchange' | 'connect' | 'refresh' | 'validate' | 'call' | 'event' | 'verify' | 'challenge';
 
-export const FAILURE_POINTS: readonly FailurePoint[] = ['exchange', 'connect', 'refresh', 'validate', 'call', 'event', 'verify'];
+export const FAILURE_POINTS: readonly FailurePoint[] = ['exchange', 'connect', 'refresh', 'validate', 'call', 'event', 'verify', 'challenge'];
 
 /**
  * What a failure does: what it persists, what to try first, and what the caller gets. Carried
@@ -72,9 +74,11 @@ export interface Verdict {
   /**
    * What to try before the verdict stands: `reread` the stored token (another refresh may have
    * rotated it: its result is served), or `retry` — re-read, else refresh (joining one in
-   * flight), and try once more (decisions 36, 37). `none`: it stands at once.
+   * flight), and try once more (decisions 36, 37) — or `challenge`: re-read, else one refresh
+   * carrying the challenge's claims (never coalesced with an earlier one), and try once more
+   * (decision 305). `none`: it stands at once.
    */
-  recheck: 'none' | 'reread' | 'retry';
+  recheck: 'none' | 'reread' | 'retry' | 'challenge';
   /** The provider refused the credentials presented (token, grant, code): a recovery that meets this gives up. */
   dead: boolean;
   /** A token read may still hand out the token it holds, if that has not expired (decisions 35, 38). */
@@ -111,9 +115,16 @@ const configFault = (source: TransitionSource, rest: Partial<Verdict> = {}): Ver
   verdict('PROVIDER_MISCONFIGURED', { transition: { status: 'warning', lastError: REASONS.misconfigured, source }, configFault: true, ...rest });
 
 /**
+ * A claims challenge on use (docs/contract.md §5b): a revocation signal — one refresh carrying the
+ * claims (`recheck: 'challenge'`) and the attempt once more; met again, it stands: `invalid`.
+ */
+const challenged = (source: TransitionSource, rest: Partial<Verdict> = {}): Verdict =>
+  verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.unauthorized, source), recheck: 'challenge', dead: true, ...rest });
+
+/**
  * The failure policy, point × kind. A rate limit never changes a status; rejected client
  * credentials never make an integration `invalid`. Each transition names how the change was
- * learnt (`source`). Decisions 28, 35–38, 40, 99 and 134.
+ * learnt (`source`). Decisions 28, 35–38, 40, 99, 134 and 305.
  */
 export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<ProviderFailureKind, Verdict>>>> = {
   exchange: {
@@ -122,6 +133,7 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
     rateLimited: verdict('PROVIDER_RATE_LIMITED'),
     transient: verdict('PROVIDER_ERROR'),
+    challenged: verdict('OAUTH_EXCHANGE_FAILED', { dead: true }),
   },
   connect: {
     revoked: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
@@ -129,6 +141,8 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
     rateLimited: verdict('PROVIDER_RATE_LIMITED'),
     transient: verdict('PROVIDER_ERROR'),
+    // A token refused as it is issued, challenge or not: nothing is stored.
+    challenged: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
   },
   refresh: {
     revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.refreshRejected, 'refresh'), recheck: 'reread', dead: true }),
@@ -136,6 +150,8 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
     rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true, backOff: true }),
     transient: verdict('PROVIDER_ERROR', { serveStored: true }),
+    // A token endpoint asks no claims of a refresh: read as any refusal of the grant.
+    challenged: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.refreshRejected, 'refresh'), recheck: 'reread', dead: true }),
   },
   validate: {
     revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.unauthorized, 'validation'), recheck: 'retry', dead: true, counts: true }),
@@ -144,6 +160,7 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('passthrough', { transition: suspicious('validation'), serveStored: true, counts: true }),
     rateLimited: verdict('PROVIDER_RATE_LIMITED', { serveStored: true, reschedule: true, backOff: true }),
     transient: verdict('PROVIDER_ERROR', { transition: { status: 'warning', lastError: REASONS.unreachable, source: 'validation' }, serveStored: true }),
+    challenged: challenged('validation', { counts: true }),
   },
   call: {
     revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.unauthorized, 'proxy'), recheck: 'retry', dead: true }),
@@ -151,6 +168,7 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('passthrough', { transition: suspicious('proxy') }),
     rateLimited: verdict('PROVIDER_RATE_LIMITED'),
     transient: verdict('PROVIDER_ERROR'),
+    challenged: challenged('proxy'),
   },
   // The provider's own word needs no recheck; the event route answers 200 once the change has committed.
   event: {
@@ -159,6 +177,7 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('passthrough'),
     rateLimited: verdict('passthrough'),
     transient: verdict('passthrough'),
+    challenged: verdict('passthrough', { transition: invalid(REASONS.revokedAtProvider, 'provider_event'), dead: true }),
   },
   // Entered credentials rejected — a 401 or a 403 alike — are the person's to correct: 400, nothing stored (docs/contract.md §5c).
   verify: {
@@ -167,6 +186,17 @@ export const FAILURE_POLICY: Readonly<Record<FailurePoint, Readonly<Record<Provi
     forbidden: verdict('INVALID_CREDENTIALS', { dead: true }),
     rateLimited: verdict('PROVIDER_RATE_LIMITED'),
     transient: verdict('PROVIDER_ERROR'),
+    challenged: verdict('INVALID_CREDENTIALS', { dead: true }),
+  },
+  // The refresh after a claims challenge (docs/contract.md §5b): the stored token is refused already, so it is never served;
+  // refused → `invalid`; unreachable or a 5xx → `warning`; a rate limit changes nothing (the next use challenges again).
+  challenge: {
+    revoked: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.refreshRejected, 'refresh'), recheck: 'reread', dead: true }),
+    misconfigured: configFault('refresh'),
+    forbidden: verdict('TOKEN_VALIDATION_FAILED', { dead: true }),
+    rateLimited: verdict('PROVIDER_RATE_LIMITED', { backOff: true }),
+    transient: verdict('PROVIDER_ERROR', { transition: { status: 'warning', lastError: REASONS.unreachable, source: 'refresh' } }),
+    challenged: verdict('TOKEN_VALIDATION_FAILED', { transition: invalid(REASONS.refreshRejected, 'refresh'), recheck: 'reread', dead: true }),
   },
 };
 

@@ -41,19 +41,20 @@ export class SingleFlight {
   /**
    * Runs `refresh` once for everyone asking about `seen` now: under the lease, on the
    * integration as re-read there — unless the version already moved (another refresh won:
-   * its result is returned) or a refresh finished within the coalescing window.
+   * its result is returned) or, unless `coalesce` is false, a refresh finished within the
+   * coalescing window (a claims challenge needs a token issued after it: decision 305).
    */
-  run(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
+  run(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>, options: { coalesce?: boolean } = {}): Promise<LoadedIntegration> {
     const key = `${seen.organizationId}:${seen.id}`;
     const running = this.inflight.get(key);
     const span = { 'tessera.provider': seen.provider, 'tessera.integration.id': seen.id };
     if (running) return inSpan('refresh', { ...span, 'tessera.refresh': 'joined' }, () => running);
-    const promise = inSpan('refresh', { ...span, 'tessera.refresh': 'led' }, () => this.acrossInstances(seen, refresh)).finally(() => this.inflight.delete(key));
+    const promise = inSpan('refresh', { ...span, 'tessera.refresh': 'led' }, () => this.acrossInstances(seen, refresh, options.coalesce !== false)).finally(() => this.inflight.delete(key));
     this.inflight.set(key, promise);
     return promise;
   }
 
-  private async acrossInstances(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>): Promise<LoadedIntegration> {
+  private async acrossInstances(seen: IntegrationRow, refresh: (latest: LoadedIntegration) => Promise<LoadedIntegration>, coalesce: boolean): Promise<LoadedIntegration> {
     const { organizationId, id } = seen;
     const deadline = Date.now() + this.deps.leaseMs + 2000;
     for (;;) {
@@ -64,7 +65,7 @@ export class SingleFlight {
           if (latest.row.tokenVersion !== seen.tokenVersion) return latest;
           // Requests that were concurrent at the client may reach us a little apart: one call serves them all.
           const sinceRefresh = Date.now() - (latest.row.lastRefreshedAt?.getTime() ?? 0);
-          if (sinceRefresh < REFRESH_COALESCE_MS && latest.row.status === 'connected') return latest;
+          if (coalesce && sinceRefresh < REFRESH_COALESCE_MS && latest.row.status === 'connected') return latest;
           return await refresh(latest);
         } finally {
           await this.release(organizationId, id);

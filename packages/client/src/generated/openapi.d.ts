@@ -612,7 +612,7 @@ export interface paths {
         put?: never;
         /**
          * A provider's signed events to its default app: revocations and uninstalls known in seconds
-         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched. The default deployment app's route (its id is the provider's), the same as /v1/apps/{provider}/events: acts only on integrations made with that app. 404 for a provider without events or without INTEGRATION_OAUTH_<P>_EVENTS_SECRET (Google: without INTEGRATION_OAUTH_GOOGLE_RISC=true). Google accepts here a token whose aud is the client id of any deployment app of google, and acts on that app's integrations.
+         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp, Discord X-Signature-Ed25519 over X-Signature-Timestamp and the body, checked with the application's public key; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Discord: 204 with no body, its PING included. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched. The default deployment app's route (its id is the provider's), the same as /v1/apps/{provider}/events: acts only on integrations made with that app. 404 for a provider without events or without INTEGRATION_OAUTH_<P>_EVENTS_SECRET (Google: without INTEGRATION_OAUTH_GOOGLE_RISC=true). Google accepts here a token whose aud is the client id of any deployment app of google, and acts on that app's integrations.
          */
         post: operations["integrations_createProvidersEvent"];
         delete?: never;
@@ -632,7 +632,7 @@ export interface paths {
         put?: never;
         /**
          * A provider's signed events to one app: revocations and uninstalls known in seconds
-         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched. Checked with that app's events secret (a deployment app's from the settings, an organization's own from its sealed secrets); acts only on integrations made with that app. 404 for an unknown app, one whose provider has no events, or one without an events secret (a Google app needs none: INTEGRATION_OAUTH_GOOGLE_RISC=true opens its route, for tokens whose aud is its client id).
+         * @description Authenticated only by the signature over the raw body (Slack v0, GitHub X-Hub-Signature-256, Zoom v0, Linear-Signature with the body webhookTimestamp, Discord X-Signature-Ed25519 over X-Signature-Timestamp and the body, checked with the application's public key; Google: an RFC 8417 security event token, application/secevent+jwt, signed RS256 by a key of the JWKS its RISC configuration names). A handshake (Slack url_verification, Zoom endpoint.url_validation) is answered with its fields; any other well-signed event with {"success": true} once its effects have committed, whether or not it named an integration. Discord: 204 with no body, its PING included. Google answers as RFC 8935 says: 202 with no body when accepted (its verification event too), 400 {"err", "description"} when refused, 503 with Retry-After when its keys cannot be fetched. Checked with that app's events secret (a deployment app's from the settings, an organization's own from its sealed secrets); acts only on integrations made with that app. 404 for an unknown app, one whose provider has no events, or one without an events secret (a Google app needs none: INTEGRATION_OAUTH_GOOGLE_RISC=true opens its route, for tokens whose aud is its client id).
          */
         post: operations["integrations_createAppsEvent"];
         delete?: never;
@@ -7216,6 +7216,14 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description Accepted, for a provider that expects no body (Discord) */
+            204: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description A security event token refused (RFC 8935 §2.3); nothing changed; or INVALID_INPUT; or INVALID_INPUT */
             400: {
                 headers: {
@@ -7345,6 +7353,14 @@ export interface operations {
             };
             /** @description A security event token accepted (RFC 8935 §2.2): no body */
             202: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Accepted, for a provider that expects no body (Discord) */
+            204: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
