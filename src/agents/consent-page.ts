@@ -100,6 +100,7 @@ async function requestPage(services: Services, request: FastifyRequest, reply: F
     kind === 'web'
       ? ''
       : ` <strong class="flag">(${kind === 'loopback' ? 'an app on this computer' : 'an app on this device'}: make sure you started this)</strong>`;
+  // One nonce for the page's forms: they are alternatives, and whichever is sent uses it up.
   const hidden = `<input type="hidden" name="${NONCE_FIELD}" value="${escapeHtml(nonce)}">\n<input type="hidden" name="request" value="${escapeHtml(view.requestId)}">`;
   const notice = view.notice ? `<p class="notice" role="alert">${escapeHtml(view.notice)}</p>\n` : '';
   const who = `<p><strong>${escapeHtml(client.name)}</strong> (${escapeHtml(client.host)})${flag} asks to use your connected accounts through this service.</p>`;
@@ -120,7 +121,7 @@ ${hidden}
 <p><button type="submit">Sign in</button></p>
 </form>
 <form method="post" action="${PATH}">
-${hidden.replace(escapeHtml(nonce), escapeHtml(await services.forms.issue(request, reply, PATH)))}
+${hidden}
 <p><button type="submit" name="step" value="deny">Cancel</button></p>
 </form>`,
       ),

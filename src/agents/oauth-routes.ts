@@ -13,6 +13,12 @@ import type { Services } from '../services.ts';
 import { type AuthorizationDeps, exchangeCode, refreshGrant, revokeByRefreshToken, revokeGrantOfCapability } from './authorization.ts';
 import { ACCESS_TOKEN_TYPE, type ExchangeParams, LIFETIME, mintCapability, OAuthError, revokeCapability, TOKEN_EXCHANGE } from './exchange.ts';
 
+/** Paths an MCP host in a browser calls while signing in, and the MCP endpoint: CORS for any origin, without credentials (docs/contract.md §9a). */
+const OPEN_CORS = new Set(['/oauth/register', '/v1/oauth/token', '/v1/oauth/revoke', '/mcp']);
+export function openCorsPath(path: string): boolean {
+  return path.startsWith('/.well-known/') || OPEN_CORS.has(path);
+}
+
 /** What the authorization server's use cases need, from the services. */
 export function authorizationDeps(services: Services): AuthorizationDeps {
   const urls = agentUrls(services.config.server.publicUrl);
