@@ -123,7 +123,9 @@ function readMetadata(body: Record<string, unknown>): { name: string; redirectUr
  * `POST /oauth/register` (RFC 7591): a public client — `token_endpoint_auth_method` `none` only,
  * grant types within `authorization_code` and `refresh_token` — stored with a new id.
  */
-export async function registerClient(db: Db, body: Record<string, unknown>): Promise<RegisteredClient> {
+export async function registerClient(db: Db, input: unknown): Promise<RegisteredClient> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new RegistrationError('invalid_client_metadata', 'The body must be a JSON object of client metadata');
+  const body = input as Record<string, unknown>;
   const { name, redirectUris } = readMetadata(body);
   const method = body.token_endpoint_auth_method;
   if (method !== undefined && method !== 'none') throw new RegistrationError('invalid_client_metadata', 'token_endpoint_auth_method must be "none": clients are public, with PKCE');

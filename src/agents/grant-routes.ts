@@ -105,12 +105,8 @@ export function grantRoutes(app: TypedFastify, services: Services): void {
         reply.code(403);
         return { error: 'access_denied' as const, error_description: 'registration is closed' };
       }
-      if (request.validationError || typeof request.body !== 'object' || request.body === null || Array.isArray(request.body)) {
-        reply.code(400);
-        return { error: 'invalid_client_metadata', error_description: 'The body must be a JSON object of client metadata' };
-      }
       try {
-        const registered = await registerClient((await unitOfWork(request, services)).db, request.body as Record<string, unknown>);
+        const registered = await registerClient((await unitOfWork(request, services)).db, request.body);
         reply.code(201);
         return registered;
       } catch (error) {
