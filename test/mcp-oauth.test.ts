@@ -6,6 +6,7 @@
 // rest, code and refresh reuse ending the grant, a member granting write, a removed person's grant.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signInAndCall } from '../docs/examples/host-oauth.mjs';
 import { queryRows } from '../src/db/client.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
@@ -305,6 +307,26 @@ describe('an MCP host signs in with the SDK’s own OAuth support', () => {
     // A second request within the document's max-age reads the cached copy.
     expect((await browser.get(authorizeUrl(documentUrl, pkce().challenge))).status).toBe(200);
     expect(documentFetches.slice(before).filter((path) => path === '/clients/host.json')).toHaveLength(1);
+  });
+});
+
+describe('docs/agents.md', () => {
+  it('runs docs/examples/host-oauth.mjs as the guide shows it: the SDK signs in through the page, the code comes back to its loopback redirect', async () => {
+    const browser = new FormBrowser();
+    const result = await signInAndCall({
+      tesseraUrl: url,
+      port: await freePort(),
+      open: async (authorizationUrl) => {
+        const approved = await consent(browser, authorizationUrl, owner, { 'access.github': 'read', 'access.slack': 'read' });
+        expect(approved.status, approved.html).toBe(303);
+        // The browser follows the redirect to the host's loopback listener.
+        expect((await browser.get(approved.location ?? '')).status).toBe(200);
+      },
+    });
+    expect(result.scope).toBe('integrations:github:read integrations:slack:read');
+    expect(result.tools.sort()).toEqual(['github_api', 'integration_status', 'list_integrations', 'slack_api']);
+    expect(JSON.stringify(result.integrations)).toContain('octo');
+    expect(await readFile('docs/agents.md', 'utf8')).toContain((await readFile('docs/examples/host-oauth.mjs', 'utf8')).trim());
   });
 });
 
