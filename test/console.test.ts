@@ -408,6 +408,13 @@ describe('the console, connected MCP hosts (docs/contract.md §9a)', () => {
     expect(dialogs).toEqual([expect.stringMatching(/^Revoke access for Console Host\?/)]);
     await expect.poll(() => page.locator('#grant-list').textContent()).toContain('No MCP host is connected.');
     expect(await toolsList()).toBe(401);
+    // The audit chain: the host's request, down to the owner's consent.
+    await open(page, 'Audit log');
+    await page.locator('#audit-list li.row').first().waitFor(WAIT);
+    await page.getByLabel('Action').selectOption({ label: 'Agent request' });
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => page.locator('#audit-list').textContent(), WAIT).toMatch(/Agent "Console Host", with capability [0-9A-Z]{26}, signed in as MCP host \(grant [0-9A-Z]{26}\), granted by the consent of /);
+    expect(await page.locator('#audit-list').textContent()).not.toContain(pair.access_token.slice(4));
     expect(errors).toEqual([]);
     await context.close();
   }, FLOW_TIMEOUT);
