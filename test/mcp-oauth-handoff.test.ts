@@ -174,6 +174,23 @@ describe('the consent handoff', () => {
   });
 });
 
+describe('the consent page under the handoff', () => {
+  it('decides nothing: a post naming a handed-off request gets the 400 page and the request stays pending', async () => {
+    const { request } = await handedOff();
+    const posted = await t.fastify.inject({
+      method: 'POST',
+      url: '/oauth/authorize',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `session=${owner.cookies.session}` },
+      payload: new URLSearchParams({ request, step: 'deny', nonce: 'x'.repeat(43) }).toString(),
+    });
+    expect(posted.statusCode).toBe(400);
+    expect(posted.headers.location).toBeUndefined();
+    expect(posted.body).not.toContain('name="nonce"');
+    const read = await t.fastify.inject({ url: `/v1/oauth/authorizations/${request}`, headers: bearer(apiToken) });
+    expect(read.json().authorization.status).toBe('pending');
+  });
+});
+
 describe('registration closed', () => {
   it('answers 403 access_denied, and the metadata has no registration endpoint', async () => {
     const res = await t.fastify.inject({ method: 'POST', url: '/oauth/register', payload: { client_name: 'X', redirect_uris: [REDIRECT] } });

@@ -219,6 +219,7 @@ export function consentRoutes(app: TypedFastify, services: Services): void {
           noStore: true,
           errors: [],
           formRefused: async (request, reply) => {
+            if (handoff !== null) return refusedPage(reply, 'The application that sent you here signs you in itself. Go back to it.');
             const requestId = stringFields(request.body).request ?? '';
             const found = await findAuthorization(services.db, requestId);
             if (!found || found.status !== 'pending') return refusedPage(reply, 'This page has expired or was used already.');
@@ -234,6 +235,8 @@ export function consentRoutes(app: TypedFastify, services: Services): void {
         schema: { summary: 'The consent page: sign in, approve or deny', tags: ['agents'], body: PostBody, hide: true },
       },
       async (request, reply) => {
+        // With the consent handoff the product decides (docs/contract.md §9a): this page decides nothing.
+        if (handoff !== null) return refusedPage(reply, 'The application that sent you here signs you in itself. Go back to it.');
         const fields = stringFields(request.body);
         const requestId = fields.request ?? '';
         const found = await findAuthorization(services.db, requestId);
