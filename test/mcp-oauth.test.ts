@@ -458,6 +458,25 @@ describe('refusals at the authorization endpoint', () => {
   });
 });
 
+describe('hostile input', () => {
+  it('a NUL or control character in state, a redirect URI, a chosen organization, a grant id or a handoff organization is a 4xx, never a 500', async () => {
+    const clientId = await register();
+    const state = await new FormBrowser().get(authorizeUrl(clientId, pkce().challenge, { state: 'a\u0000b' }));
+    expect(state.status).toBe(302);
+    expect(new URL(state.location ?? '').searchParams.get('error')).toBe('invalid_request');
+    const registered = await fetch(`${url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'X', redirect_uris: ['https://host.example/\u0000cb'] }) });
+    expect(registered.status).toBe(400);
+    const browser = new FormBrowser();
+    browser.cookies.set('session', owner.cookies.session ?? '');
+    const page = await browser.get(authorizeUrl(clientId, pkce().challenge));
+    const chosen = await browser.post(`${url}/oauth/authorize`, { nonce: page.hidden('nonce'), request: page.hidden('request'), step: 'approve', organization: '\u0000', 'access.github': 'read', duration: '3600' });
+    expect(chosen.status).toBe(400);
+    expect(chosen.location).toBeNull();
+    const grant = await t.fastify.inject({ method: 'DELETE', url: '/v1/oauth/grants/%00', headers: bearer(owner.token) });
+    expect(grant.statusCode).toBe(404);
+  });
+});
+
 describe('refusals at the token endpoint', () => {
   it('a code used twice: invalid_grant, and what its first use issued is revoked', async () => {
     const { clientId, code, verifier, pair } = await granted();

@@ -20,7 +20,7 @@ import { CAPABILITY_SCOPE, providersOf } from '../identity/capabilities.ts';
 import { hashToken, newOpaqueToken } from '../identity/credentials.ts';
 import { grantorAuthorized, PERSON_GRANTOR } from '../identity/grantor.ts';
 import type { ProviderRegistry } from '../integrations/providers/registry.ts';
-import { newId, newSecret, PRODUCT_ID, SECRET } from '../lib/ids.ts';
+import { newId, newSecret, PRODUCT_ID, SECRET, ULID } from '../lib/ids.ts';
 import { type ClientDeps, clientHost, type McpClient, redirectRegistered, resolveClient } from './clients.ts';
 import { checkScopes, issueCapability, LIFETIME, OAuthError } from './exchange.ts';
 
@@ -85,7 +85,8 @@ export async function openAuthorization(deps: AuthorizationDeps, db: Db, query: 
   if (!query.code_challenge) return back('invalid_request', 'code_challenge is required (PKCE, S256)');
   if (query.code_challenge_method !== 'S256') return back('invalid_request', 'code_challenge_method must be S256');
   if (!PKCE_VALUE.test(query.code_challenge)) return back('invalid_request', 'code_challenge is malformed');
-  if (query.state !== undefined && query.state.length > 1000) return back('invalid_request', 'state is too long');
+  // RFC 6749 §A.5: VSCHAR only.
+  if (query.state !== undefined && (query.state.length > 1000 || !/^[\x20-\x7e]*$/.test(query.state))) return back('invalid_request', 'state must be at most 1000 printable ASCII characters');
   if (query.resource !== deps.resource) return back('invalid_target', `resource must be ${deps.resource}`);
   const scopes = [...new Set((query.scope ?? '').split(' ').filter((scope) => scope !== ''))];
   const unknown = scopes.find((scope) => {
@@ -446,6 +447,7 @@ export async function listGrants(work: Work): Promise<GrantView[]> {
 /** Revokes one grant the caller may see, and every token of it; 404 when there is no such live one. */
 export async function revokeGrant(work: Work, grantId: string): Promise<void> {
   const principal = callerOf(work);
+  if (!ULID.test(grantId)) throw new AppError('NOT_FOUND', { message: 'No such grant' });
   const [row] = await work.db
     .select({ id: oauthGrants.id })
     .from(oauthGrants)

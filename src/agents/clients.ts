@@ -50,6 +50,7 @@ export function redirectKind(uri: string): 'web' | 'loopback' | 'private-use' {
 /** Why `uri` cannot be a redirect URI (docs/contract.md §9a: https, http on a loopback host, or a private-use scheme; never a fragment); null when it can. */
 export function redirectUriProblem(uri: unknown): string | null {
   if (typeof uri !== 'string' || uri.length === 0 || uri.length > 2000) return 'must be a URI of at most 2000 characters';
+  if (/[\x00-\x20\x7f-\x9f]/.test(uri)) return 'must not hold spaces or control characters';
   let url: URL;
   try {
     url = new URL(uri);

@@ -21,6 +21,7 @@ import { PERSON_GRANTOR } from '../identity/grantor.ts';
 import { issueSession, passwordSignIn } from '../identity/session-routes.ts';
 import { findUserById } from '../identity/users.ts';
 import { connectPage } from '../integrations/connect/pages.ts';
+import { ULID } from '../lib/ids.ts';
 import { membershipOf, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { providersOf } from '../identity/capabilities.ts';
@@ -248,7 +249,7 @@ export function consentRoutes(app: TypedFastify, services: Services): void {
         if (!person) return requestPage(services, request, reply, { requestId, request: found, person: null, notice: 'Sign in first.', status: 401 });
         if (fields.step !== 'approve') return requestPage(services, request, reply, { requestId, request: found, person, status: 400 });
         const again = (notice: string, status = 400) => requestPage(services, request, reply, { requestId, request: found, person, notice, status, chosen: fields });
-        const membership = await membershipOf(services.db, fields.organization ?? '', person.userId);
+        const membership = ULID.test(fields.organization ?? '') ? await membershipOf(services.db, fields.organization ?? '', person.userId) : null;
         if (!membership) return again('Choose an organization you belong to.');
         const scopes = Object.entries(fields)
           .filter(([name, value]) => name.startsWith('access.') && (value === 'read' || value === 'write'))

@@ -10,7 +10,7 @@ import type { Principal } from '../ground/principal.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { unitOfWork } from '../http/unit-of-work.ts';
 import { KIND } from '../identity/credential-kinds.ts';
-import { PRODUCT_ID_PATTERN } from '../lib/ids.ts';
+import { PRODUCT_ID_PATTERN, ULID } from '../lib/ids.ts';
 import { getOrganization } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
 import { type Approval, checkApproval, decideAuthorization, findAuthorization, GRANT_LIFETIME, listGrants, revokeGrant } from './authorization.ts';
@@ -198,7 +198,7 @@ export function grantRoutes(app: TypedFastify, services: Services): void {
       let organizationId: string;
       if (principal.kind === KIND.service_token) {
         if (!body.organizationId) throw new AppError('INVALID_INPUT', { message: 'A service token names the organization', details: [{ path: 'organizationId', message: 'is required for a service token' }] });
-        if (!(await getOrganization(services.db, body.organizationId))) throw new AppError('INVALID_INPUT', { details: [{ path: 'organizationId', message: 'no such organization' }] });
+        if (!ULID.test(body.organizationId) || !(await getOrganization(services.db, body.organizationId))) throw new AppError('INVALID_INPUT', { details: [{ path: 'organizationId', message: 'no such organization' }] });
         organizationId = body.organizationId;
       } else {
         if (body.organizationId !== undefined && body.organizationId !== principal.organizationId) {
