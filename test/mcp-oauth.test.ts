@@ -394,6 +394,20 @@ describe('refusals at the authorization endpoint', () => {
     }
   });
 
+  it('the consent form starts each provider at read where the organization shown first has connected it, else at no access', async () => {
+    const clientId = await register();
+    const fresh = await registerAndLogin(t.fastify, 'fresh');
+    const selected = (page: Page, provider: string) => new RegExp(`name="access\\.${provider}">(?:(?!</select>).)*<option value="([a-z]+)" selected>`).exec(page.html)?.[1];
+    const ownerBrowser = new FormBrowser();
+    ownerBrowser.cookies.set('session', owner.cookies.session ?? '');
+    const ownerPage = await ownerBrowser.get(authorizeUrl(clientId, pkce().challenge));
+    expect([selected(ownerPage, 'github'), selected(ownerPage, 'slack')]).toEqual(['read', 'read']);
+    const freshBrowser = new FormBrowser();
+    freshBrowser.cookies.set('session', fresh.cookies.session ?? '');
+    const freshPage = await freshBrowser.get(authorizeUrl(clientId, pkce().challenge));
+    expect([selected(freshPage, 'github'), selected(freshPage, 'slack')]).toEqual(['none', 'none']);
+  });
+
   it('deny: a redirect with access_denied; the request is then decided and its page no longer works', async () => {
     const clientId = await register();
     const browser = new FormBrowser();

@@ -21,6 +21,7 @@ import { PERSON_GRANTOR } from '../identity/grantor.ts';
 import { issueSession, passwordSignIn } from '../identity/session-routes.ts';
 import { findUserById } from '../identity/users.ts';
 import { connectPage } from '../integrations/connect/pages.ts';
+import { endUserKey, listIntegrations } from '../integrations/integrations.ts';
 import { ULID } from '../lib/ids.ts';
 import { membershipOf, organizationsOf } from '../organizations/organizations.ts';
 import type { Services } from '../services.ts';
@@ -133,6 +134,11 @@ ${hidden}
   const asked = providersOf(view.request.scopes);
   const offered = view.request.scopes.length > 0 ? [...asked.keys()] : services.providers.list().map((provider) => provider.id);
   const chosen = view.chosen ?? {};
+  // A provider starts at "read" where the organization shown first has connected it, else at "no access": approving as shown then works.
+  const shownFirst = organizations.find((org) => org.id === chosen.organization)?.id ?? organizations[0]?.id ?? '';
+  const connected = new Set(
+    shownFirst ? (await listIntegrations(services.db, shownFirst)).filter((row) => row.endUserKey === endUserKey(null)).map((row) => row.provider) : [],
+  );
   const organizationOptions = organizations
     .map((org) => `<option value="${escapeHtml(org.id)}"${chosen.organization === org.id ? ' selected' : ''}>${escapeHtml(org.name)} (${escapeHtml(org.role)})</option>`)
     .join('');
@@ -140,7 +146,7 @@ ${hidden}
     .map((id) => {
       const provider = services.providers.get(id);
       const writable = view.request.scopes.length === 0 || asked.get(id) === 'write';
-      const value = chosen[`access.${id}`] ?? 'read';
+      const value = chosen[`access.${id}`] ?? (connected.has(id) ? 'read' : 'none');
       const option = (v: string, label: string) => `<option value="${v}"${value === v ? ' selected' : ''}>${label}</option>`;
       return `<li><label for="access-${escapeHtml(id)}">${escapeHtml(provider?.displayName ?? id)}</label> <select id="access-${escapeHtml(id)}" name="access.${escapeHtml(id)}">${option('none', 'No access')}${option('read', 'Read')}${writable ? option('write', 'Read and write (owners and admins)') : ''}</select></li>`;
     })
