@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config/load.ts';
 import type { Database } from './db/client.ts';
 import { agentRoutes } from './agents/routes.ts';
+import { openCorsPath } from './agents/oauth-routes.ts';
 import { createDispatcher } from './events/dispatcher.ts';
 import { createOutbox } from './events/outbox.ts';
 import { webhookEndpointRoutes } from './events/endpoint-routes.ts';
@@ -75,7 +76,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     await dispatcher.stop();
   });
 
-  installPipeline(fastify, database.db, { ...identitySlots(services), ...options.slots }, config.server.corsOrigins);
+  installPipeline(fastify, database.db, { ...identitySlots(services), ...options.slots }, config.server.corsOrigins, openCorsPath);
 
   await registerOpenApi(fastify, config);
 

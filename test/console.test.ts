@@ -19,6 +19,7 @@ import { createTestApp, type TestApp } from './helpers/app.ts';
 import { launchChromium } from './helpers/browser.ts';
 import { startThroughPage } from './helpers/connect-page.ts';
 import { invitationDelivery } from './helpers/invitations.ts';
+import { FormBrowser, pkce } from './helpers/mcp-oauth.ts';
 import { freePort } from './helpers/process.ts';
 import { providerEnv } from './helpers/providers.ts';
 
@@ -351,6 +352,69 @@ describe('the console, as an organization’s owner', () => {
     const text = await page.locator('#audit-list').textContent();
     expect(text).toMatch(new RegExp(`Agent "console-agent", with capability [0-9A-Z]{26}, granted by an API token ${id}`));
     expect(text).not.toContain(capability.slice(4));
+    expect(errors).toEqual([]);
+    await context.close();
+  }, FLOW_TIMEOUT);
+});
+
+describe('the console, connected MCP hosts (docs/contract.md §9a)', () => {
+  it('lists the MCP host a person connected by OAuth and revokes it after a confirmation; its token stops working', async () => {
+    const ownerToken = await tokenOf(OWNER);
+    // GitHub connected for the organization itself, through the API.
+    const started = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/start', headers: { authorization: `Bearer ${ownerToken}` }, payload: { provider: 'github', redirectUri: `${origin}/` } });
+    expect(started.statusCode, started.body).toBe(200);
+    const approved = gh.authorize(started.json().authUrl, 'octocat');
+    const tx = started.cookies.find((cookie) => cookie.name === 'oauth_tx')?.value ?? '';
+    const callback = await t.fastify.inject({ method: 'POST', url: '/v1/integrations/oauth/callback', headers: { cookie: `oauth_tx=${tx}` }, payload: { provider: 'github', code: approved.code, state: approved.state } });
+    expect(callback.statusCode, callback.body).toBe(200);
+    // An MCP host registers and the owner consents on Tessera's page (no JavaScript needed there).
+    const redirect = 'http://127.0.0.1:33419/callback';
+    const client = await call('/oauth/register', { client_name: 'Console Host', redirect_uris: [redirect] });
+    const { verifier, challenge } = pkce();
+    const query = new URLSearchParams({ response_type: 'code', client_id: client.client_id, redirect_uri: redirect, code_challenge: challenge, code_challenge_method: 'S256', state: 's', scope: 'integrations:github:read', resource: `${origin}/mcp` });
+    const host = new FormBrowser();
+    const signInPage = await host.get(`${origin}/oauth/authorize?${query}`);
+    const consentPage = await host.post(`${origin}/oauth/authorize`, { nonce: signInPage.hidden('nonce'), request: signInPage.hidden('request'), step: 'signin', email: OWNER.email, password: OWNER.password });
+    const organizationId = (await call('/v1/account/access', undefined, ownerToken)).organization.id;
+    const done = await host.post(`${origin}/oauth/authorize`, { nonce: consentPage.hidden('nonce'), request: consentPage.hidden('request'), step: 'approve', organization: organizationId, 'access.github': 'read', duration: '604800' });
+    expect(done.status, done.html).toBe(303);
+    const code = new URL(done.location ?? '').searchParams.get('code') ?? '';
+    const pair = (await (
+      await fetch(`${origin}/v1/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.client_id, redirect_uri: redirect }) })
+    ).json()) as { access_token: string };
+    const toolsList = () =>
+      fetch(`${origin}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${pair.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      }).then((res) => res.status);
+    expect(await toolsList()).toBe(200);
+
+    const { page, context, errors } = await newPage();
+    await signIn(page, OWNER);
+    await open(page, 'Connected MCP hosts');
+    const row = page.locator('li.row', { hasText: 'Console Host' });
+    await expect.poll(() => row.textContent(), WAIT).toContain('GitHub');
+    expect(await row.textContent()).toContain('Read');
+    await readableOnPhone(page);
+    await photograph(page, 'grants');
+    const dialogs: string[] = [];
+    page.once('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
+    await row.getByRole('button', { name: 'Revoke access for Console Host' }).click();
+    await notice(page, 'Access for Console Host is revoked.');
+    expect(dialogs).toEqual([expect.stringMatching(/^Revoke access for Console Host\?/)]);
+    await expect.poll(() => page.locator('#grant-list').textContent()).toContain('No MCP host is connected.');
+    expect(await toolsList()).toBe(401);
+    // The audit chain: the host's request, down to the owner's consent.
+    await open(page, 'Audit log');
+    await page.locator('#audit-list li.row').first().waitFor(WAIT);
+    await page.getByLabel('Action').selectOption({ label: 'Agent request' });
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => page.locator('#audit-list').textContent(), WAIT).toMatch(/Agent "Console Host", with capability [0-9A-Z]{26}, signed in as MCP host \(grant [0-9A-Z]{26}\), granted by the consent of /);
+    expect(await page.locator('#audit-list').textContent()).not.toContain(pair.access_token.slice(4));
     expect(errors).toEqual([]);
     await context.close();
   }, FLOW_TIMEOUT);

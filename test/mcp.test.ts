@@ -92,7 +92,7 @@ describe('the MCP endpoint', () => {
       issuer: 'http://127.0.0.1:8080',
       token_endpoint: 'http://127.0.0.1:8080/v1/oauth/token',
       revocation_endpoint: 'http://127.0.0.1:8080/v1/oauth/revoke',
-      grant_types_supported: ['urn:ietf:params:oauth:grant-type:token-exchange'],
+      grant_types_supported: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:token-exchange'],
     });
   });
 

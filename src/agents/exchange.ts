@@ -27,7 +27,7 @@ export const LIFETIME = { default: 900, min: 60, max: 3600 } as const;
 const AGENT_NAME = /^[\x20-\x7e]{1,64}$/;
 
 /** The RFC 6749 §5.2 error codes the token endpoint answers with. */
-export type OAuthErrorCode = 'invalid_request' | 'invalid_scope' | 'unsupported_grant_type' | 'invalid_target';
+export type OAuthErrorCode = 'invalid_request' | 'invalid_scope' | 'unsupported_grant_type' | 'invalid_target' | 'invalid_grant' | 'invalid_client';
 
 /** A refusal of the token endpoint, rendered `{error, error_description}` with 400 (never the house's error shape). */
 export class OAuthError extends Error {
@@ -122,7 +122,7 @@ async function checkSubject(db: Db, token: string, organization: string | undefi
  * `end_user`, that end user's integration), and the subject may do what the scopes ask: a
  * member's PAT reads only (docs/contract.md §3), an owner's, an admin's, an API or service token writes too.
  */
-async function checkScopes(deps: ExchangeDeps, subject: Principal, request: Request): Promise<void> {
+export async function checkScopes(deps: Pick<ExchangeDeps, 'db' | 'providers'>, subject: Pick<Principal, 'role' | 'organizationId'>, request: Pick<Request, 'scopes' | 'endUserId'>): Promise<void> {
   const wanted = providersOf(request.scopes);
   const unknown = [...wanted.keys()].find((provider) => !deps.providers.get(provider));
   if (unknown !== undefined) throw new OAuthError('invalid_scope', `Provider ${unknown} is not configured`);
@@ -155,29 +155,59 @@ export async function mintCapability(deps: ExchangeDeps, open: (actor: AuditActo
   await checkScopes(deps, subject, request);
   // The scope as granted: one scope per provider, the wider one when both were asked.
   const scopes = [...providersOf(request.scopes)].map(([provider, access]) => `integrations:${provider}:${access}`);
-  const token = newOpaqueToken(CAPABILITY_PREFIX);
-  const id = newId();
   const work = await open({ principal: subject, requestId });
-  await work.db.insert(agentCapabilities).values({
+  const { token } = await issueCapability(work, {
     organizationId: subject.organizationId,
-    id,
-    tokenHash: hashToken(token),
     agent: request.agent,
     scopes,
     endUserId: request.endUserId,
-    subjectKind: subject.kind,
-    subjectId: subject.credentialId,
-    subjectUserId: subject.userId,
-    expiresAt: new Date(Date.now() + request.expiresIn * 1000),
+    subject: { kind: subject.kind, id: subject.credentialId, userId: subject.userId },
+    expiresIn: request.expiresIn,
+    grantId: null,
+  });
+  return { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: request.expiresIn, scope: scopes.join(' ') };
+}
+
+/** What a capability is issued for: its organization, narrowing, subject and lifetime, and the MCP client's grant it belongs to (docs/contract.md §9a). */
+export interface CapabilityIssue {
+  organizationId: string;
+  agent: string | null;
+  scopes: string[];
+  endUserId: string | null;
+  /** The credential it was exchanged for, or the person (`user`) or token that consented to an MCP client's grant. */
+  subject: { kind: string; id: string; userId: string | null };
+  expiresIn: number;
+  grantId: string | null;
+}
+
+/**
+ * Stores a capability (its hash only) and the audit row of its minting, in `work`: the one way a
+ * capability comes to be, for a token exchange and an MCP client's grant alike. Answers its value once.
+ */
+export async function issueCapability(work: Work, issue: CapabilityIssue): Promise<{ id: string; token: string }> {
+  const token = newOpaqueToken(CAPABILITY_PREFIX);
+  const id = newId();
+  await work.db.insert(agentCapabilities).values({
+    organizationId: issue.organizationId,
+    id,
+    tokenHash: hashToken(token),
+    agent: issue.agent,
+    scopes: issue.scopes,
+    endUserId: issue.endUserId,
+    subjectKind: issue.subject.kind,
+    subjectId: issue.subject.id,
+    subjectUserId: issue.subject.userId,
+    expiresAt: new Date(Date.now() + issue.expiresIn * 1000),
+    grantId: issue.grantId,
   });
   await recordAudit(work.db, work.actor, {
-    organizationId: subject.organizationId,
+    organizationId: issue.organizationId,
     action: 'capability.created',
     targetType: KIND.capability,
     targetId: id,
-    detail: { agent: request.agent, scopes, endUser: request.endUserId, expiresIn: request.expiresIn },
+    detail: { agent: issue.agent, scopes: issue.scopes, endUser: issue.endUserId, expiresIn: issue.expiresIn, ...(issue.grantId ? { grant: issue.grantId } : {}) },
   });
-  return { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: request.expiresIn, scope: scopes.join(' ') };
+  return { id, token };
 }
 
 /** RFC 7009: ends a live capability early, with the audit row of it (`work`'s actor: nobody, holding the value is enough); anything else (unknown, already dead, not a capability) changes nothing. */

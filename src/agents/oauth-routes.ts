@@ -10,7 +10,28 @@ import { utf8Body } from '../http/json-limits.ts';
 import type { TypedFastify } from '../http/typed.ts';
 import { unitOfWork, unitOfWorkAs } from '../http/unit-of-work.ts';
 import type { Services } from '../services.ts';
+import { type AuthorizationDeps, exchangeCode, refreshGrant, revokeByRefreshToken, revokeGrantOfCapability } from './authorization.ts';
 import { ACCESS_TOKEN_TYPE, type ExchangeParams, LIFETIME, mintCapability, OAuthError, revokeCapability, TOKEN_EXCHANGE } from './exchange.ts';
+
+/** Paths an MCP host in a browser calls while signing in, and the MCP endpoint: CORS for any origin, without credentials (docs/contract.md §9a). */
+const OPEN_CORS = new Set(['/oauth/register', '/v1/oauth/token', '/v1/oauth/revoke', '/mcp']);
+export function openCorsPath(path: string): boolean {
+  return path.startsWith('/.well-known/') || OPEN_CORS.has(path);
+}
+
+/** What the authorization server's use cases need, from the services. */
+export function authorizationDeps(services: Services): AuthorizationDeps {
+  const urls = agentUrls(services.config.server.publicUrl);
+  return {
+    db: services.db,
+    outbound: services.outbound,
+    isProduction: services.config.isProduction,
+    providers: services.providers,
+    issuer: urls.issuer,
+    resource: urls.mcp,
+    onDocumentRefused: (url, reason) => services.logger.warn({ clientMetadata: url, reason }, 'an MCP client metadata document could not be used'),
+  };
+}
 
 /** Token requests are a few parameters. */
 const FORM_BODY_LIMIT = 8 * 1024;
@@ -24,22 +45,34 @@ export function agentUrls(publicUrl: string) {
     resourceMetadata: `${base}/.well-known/oauth-protected-resource/mcp`,
     token: `${base}/v1/oauth/token`,
     revoke: `${base}/v1/oauth/revoke`,
+    authorize: `${base}/oauth/authorize`,
+    register: `${base}/oauth/register`,
   };
 }
 
 const OAuthErrorSchema = Type.Object(
   {
-    error: Type.Union([Type.Literal('invalid_request'), Type.Literal('invalid_scope'), Type.Literal('unsupported_grant_type'), Type.Literal('invalid_target')]),
+    error: Type.Union([
+      Type.Literal('invalid_request'),
+      Type.Literal('invalid_scope'),
+      Type.Literal('unsupported_grant_type'),
+      Type.Literal('invalid_target'),
+      Type.Literal('invalid_grant'),
+      Type.Literal('invalid_client'),
+    ]),
     error_description: Type.String(),
   },
-  { description: 'RFC 6749 §5.2: invalid_request (a bad parameter; an invalid, expired or revoked subject), invalid_scope, unsupported_grant_type, invalid_target' },
+  {
+    description:
+      'RFC 6749 §5.2: invalid_request (a bad parameter; an invalid, expired or revoked subject), invalid_scope, unsupported_grant_type, invalid_target, invalid_grant (a code or refresh token invalid, expired, used, or bound to another client, redirect URI or verifier), invalid_client (no client_id)',
+  },
 );
 
 const text = (description: string) => Type.Optional(Type.String({ description }));
 
 const TokenRequest = Type.Object(
   {
-    grant_type: text(TOKEN_EXCHANGE),
+    grant_type: text(`${TOKEN_EXCHANGE}, authorization_code or refresh_token`),
     subject_token: text('An API token (tsa_…), or a personal access token (tsp_…) or service token (tss_…) with organization'),
     subject_token_type: text(ACCESS_TOKEN_TYPE),
     scope: text('Space-separated integrations:<provider>:read or integrations:<provider>:write (write includes read)'),
@@ -49,15 +82,21 @@ const TokenRequest = Type.Object(
     agent: text('The agent it is for (1–64 printable characters), named in the audit log'),
     end_user: text("Reach only this end user's integrations"),
     requested_token_type: text(ACCESS_TOKEN_TYPE),
+    code: text('authorization_code: the code the authorization endpoint gave'),
+    code_verifier: text('authorization_code: the PKCE verifier'),
+    client_id: text('authorization_code, refresh_token: the client'),
+    redirect_uri: text('authorization_code: the redirect URI of the authorization request'),
+    refresh_token: text('refresh_token: the refresh token (tsr_…), used up by this request'),
   },
   { additionalProperties: true },
 );
 
 const Minted = Type.Object({
   access_token: Type.String({ description: 'The capability (tsc_…); shown this once' }),
-  issued_token_type: Type.Literal(ACCESS_TOKEN_TYPE),
+  issued_token_type: Type.Optional(Type.Literal(ACCESS_TOKEN_TYPE, { description: 'token exchange only' })),
   token_type: Type.Literal('Bearer'),
   expires_in: Type.Integer(),
+  refresh_token: Type.Optional(Type.String({ description: 'authorization_code and refresh_token: the next refresh token (tsr_…); the one presented is used up' })),
   scope: Type.String(),
 });
 
@@ -106,7 +145,7 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
         config: { auth: 'public', noStore: true, errors: [] },
         attachValidation: true,
         schema: {
-          summary: 'Exchange an API token, PAT or service token for a short-lived agent capability (RFC 8693)',
+          summary: 'Exchange an API token, PAT or service token for a short-lived agent capability (RFC 8693), or an MCP client\'s code or refresh token for one (§9a)',
           tags: ['agents'],
           consumes: ['application/x-www-form-urlencoded'],
           body: TokenRequest,
@@ -115,7 +154,10 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
       },
       async (request, reply) => {
         try {
-          return await mintCapability({ db: services.db, providers: services.providers, mcpResource: urls.mcp }, unitOfWorkAs(request, services), formParams(request), request.id);
+          const params = formParams(request);
+          if (params.grant_type === 'authorization_code') return await exchangeCode(authorizationDeps(services), await unitOfWork(request, services), params);
+          if (params.grant_type === 'refresh_token') return await refreshGrant(authorizationDeps(services), await unitOfWork(request, services), params);
+          return await mintCapability({ db: services.db, providers: services.providers, mcpResource: urls.mcp }, unitOfWorkAs(request, services), params, request.id);
         } catch (error) {
           return refusal(error, reply);
         }
@@ -128,10 +170,10 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
         config: { auth: 'public', noStore: true, errors: [] },
         attachValidation: true,
         schema: {
-          summary: 'End an agent capability early (RFC 7009): holding its value is enough; 200 whether or not it was live',
+          summary: "End an agent capability early (RFC 7009), or an MCP client's grant with either of its tokens: holding the value is enough; 200 whether or not it was live",
           tags: ['agents'],
           consumes: ['application/x-www-form-urlencoded'],
-          body: Type.Object({ token: text('The capability (tsc_…)'), token_type_hint: text('Ignored') }, { additionalProperties: true }),
+          body: Type.Object({ token: text('The capability (tsc_…) or refresh token (tsr_…)'), token_type_hint: text('Ignored') }, { additionalProperties: true }),
           response: { 200: Type.Object({}), 400: Type.Object({ error: Type.Literal('invalid_request'), error_description: Type.String() }, { description: 'RFC 6749 §5.2: invalid_request (no token)' }) },
         },
       },
@@ -139,7 +181,11 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
         try {
           const { token } = formParams(request);
           if (!token) throw new OAuthError('invalid_request', 'token is required');
-          await revokeCapability(await unitOfWork(request, services), token);
+          const work = await unitOfWork(request, services);
+          // A grant's token ends the grant, every token of it (docs/contract.md §9a).
+          await revokeGrantOfCapability(work, token);
+          await revokeByRefreshToken(work, token);
+          await revokeCapability(work, token);
           return {};
         } catch (error) {
           return refusal(error, reply);
@@ -178,33 +224,42 @@ export function oauthRoutes(app: TypedFastify, services: Services): void {
     {
       config: { auth: 'unauthenticated', errors: [] },
       schema: {
-        summary: 'Authorization server metadata (RFC 8414): where capabilities are minted and revoked',
+        summary: 'Authorization server metadata (RFC 8414): where MCP clients sign in, and where capabilities are minted and revoked',
         tags: ['agents'],
         response: {
           200: Type.Object({
             issuer: Type.String(),
+            authorization_endpoint: Type.String(),
             token_endpoint: Type.String(),
             revocation_endpoint: Type.String(),
+            registration_endpoint: Type.Optional(Type.String({ description: 'Only while MCP_CLIENT_REGISTRATION is open' })),
             grant_types_supported: Type.Array(Type.String()),
             response_types_supported: Type.Array(Type.String()),
+            code_challenge_methods_supported: Type.Array(Type.String()),
             token_endpoint_auth_methods_supported: Type.Array(Type.String()),
             revocation_endpoint_auth_methods_supported: Type.Array(Type.String()),
             scopes_supported: Type.Array(Type.String()),
+            client_id_metadata_document_supported: Type.Boolean(),
+            authorization_response_iss_parameter_supported: Type.Boolean(),
           }),
         },
       },
     },
     async () => ({
       issuer: urls.issuer,
+      authorization_endpoint: urls.authorize,
       token_endpoint: urls.token,
       revocation_endpoint: urls.revoke,
-      grant_types_supported: [TOKEN_EXCHANGE],
-      // No authorization endpoint: capabilities are minted by exchange only.
-      response_types_supported: [],
-      // The subject token is the client's credential; holding a capability is enough to revoke it.
+      ...(services.config.mcp.clientRegistration === 'open' ? { registration_endpoint: urls.register } : {}),
+      grant_types_supported: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
+      response_types_supported: ['code'],
+      code_challenge_methods_supported: ['S256'],
+      // Clients are public (PKCE); a token exchange's subject token is its credential; holding a token is enough to revoke it.
       token_endpoint_auth_methods_supported: ['none'],
       revocation_endpoint_auth_methods_supported: ['none'],
       scopes_supported: services.providers.list().flatMap((provider) => [`integrations:${provider.id}:read`, `integrations:${provider.id}:write`]),
+      client_id_metadata_document_supported: true,
+      authorization_response_iss_parameter_supported: true,
     }),
   );
 }

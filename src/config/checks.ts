@@ -50,6 +50,8 @@ export const SETTING_CHECKS = {
   providers: (c: RawConfig, at: At) => providers(c.integrationOauthProvider, at),
   keyring: (c: RawConfig, at: At) => keyring(c.secrets.keys, at('ENCRYPTION_KEYS (secrets.keys)')),
   jwtKeys: (c: RawConfig, at: At) => jwtKeys(c.auth, at),
+  // People are sent there with a request id in its query: the https rule of §1, as for PUBLIC_URL.
+  consentHandoffUrl: (c: RawConfig, at: At) => (c.oauth.consentHandoffUrl === undefined ? null : url(c.oauth.consentHandoffUrl, at('OAUTH_CONSENT_HANDOFF_URL (oauth.consentHandoffUrl)'))),
 };
 
 /** The checked values, by the table's names; undefined only where a problem was reported. */

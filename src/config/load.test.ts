@@ -32,6 +32,17 @@ describe('loadConfig', () => {
     expect(config.jwtKeys).toEqual([{ kid: 'default', secret: Buffer.from('j'.repeat(32)) }]);
   });
 
+  it('takes the MCP sign-in settings (§9a): registration open in development and closed in production by default; the handoff URL under the https rule', () => {
+    expect(loadConfig({ env: base }).mcp).toEqual({ clientRegistration: 'open' });
+    expect(loadConfig({ env: base }).oauth.consentHandoffUrl).toBeNull();
+    const production = loadConfig({ env: { ...base, APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example', OAUTH_CONSENT_HANDOFF_URL: 'https://product.example/consent' } });
+    expect(production.mcp).toEqual({ clientRegistration: 'closed' });
+    expect(production.oauth.consentHandoffUrl).toBe('https://product.example/consent');
+    expect(loadConfig({ env: { ...base, APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example', MCP_CLIENT_REGISTRATION: 'open' } }).mcp.clientRegistration).toBe('open');
+    expect(problems({ ...base, APP_ENV: 'production', PUBLIC_URL: 'https://tessera.example', OAUTH_CONSENT_HANDOFF_URL: 'http://product.example/consent' }).join('\n')).toMatch(/OAUTH_CONSENT_HANDOFF_URL.*https/);
+    expect(problems({ ...base, MCP_CLIENT_REGISTRATION: 'sometimes' }).join('\n')).toContain('MCP_CLIENT_REGISTRATION');
+  });
+
   it('warns of a half-configured provider and an INTEGRATION_OAUTH_* variable that is no setting, naming them and never their values', () => {
     const config = loadConfig({
       env: {

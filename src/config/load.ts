@@ -19,7 +19,7 @@ export interface Config {
   csrf: RawConfig['csrf'];
   rateLimit: { max: number; window: number; organizationMax: number; serviceMax: number };
   limits: RawConfig['limits'];
-  oauth: Omit<RawConfig['oauth'], 'redirectOrigins'> & { redirectOrigins: string[] };
+  oauth: Omit<RawConfig['oauth'], 'redirectOrigins' | 'consentHandoffUrl'> & { redirectOrigins: string[]; consentHandoffUrl: string | null };
   events: RawConfig['events'];
   retention: RawConfig['retention'];
   graphql: { introspection: boolean; maxDepth: number; maxCost: number; maxBatch: number };
@@ -28,6 +28,8 @@ export interface Config {
   apps: DeploymentAppSettings[];
   /** The outbound guard (docs/contract.md §1): ranges production may reach for webhook endpoints and entered values. */
   outbound: { allowCidrs: string[] };
+  /** MCP clients (docs/contract.md §9a): whether they may register themselves at `POST /oauth/register`. */
+  mcp: { clientRegistration: 'open' | 'closed' };
   /** Names of the secrets development mode generated (kept under DATA_DIR). */
   generatedSecrets: string[];
   /** Generated secrets not on disk yet: start-up writes them (`storeGeneratedSecrets`). */
@@ -88,8 +90,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     },
   });
   const checked = checkSettings(config, at);
-  const { publicUrl, redirectOrigins, providers, keyring, jwtKeys, outboundAllowCidrs } = checked;
-  if (problems.length > 0 || !publicUrl || !redirectOrigins || !providers || !keyring || !jwtKeys || !outboundAllowCidrs) throw new ConfigError(problems);
+  const { publicUrl, redirectOrigins, providers, keyring, jwtKeys, outboundAllowCidrs, consentHandoffUrl } = checked;
+  if (problems.length > 0 || !publicUrl || !redirectOrigins || !providers || !keyring || !jwtKeys || !outboundAllowCidrs || consentHandoffUrl === undefined) throw new ConfigError(problems);
 
   const { jwtSecret: _s, jwtSecrets: _ss, ...auth } = config.auth;
   return {
@@ -108,13 +110,14 @@ export function loadConfig(options: LoadOptions = {}): Config {
       serviceMax: config.rateLimit.serviceMax ?? config.rateLimit.max * 10,
     },
     limits: config.limits,
-    oauth: { ...config.oauth, redirectOrigins },
+    oauth: { ...config.oauth, redirectOrigins, consentHandoffUrl },
     events: config.events,
     retention: config.retention,
     graphql: { ...config.graphql, introspection: config.graphql.introspection ?? !isProduction },
     providers,
     apps: config.integrationOauthApps,
     outbound: { allowCidrs: outboundAllowCidrs },
+    mcp: { clientRegistration: config.mcp.clientRegistration ?? (isProduction ? 'closed' : 'open') },
     generatedSecrets: generated.used,
     secretsToStore: generated.toStore(),
     warnings,

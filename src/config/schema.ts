@@ -159,6 +159,15 @@ export const ConfigSchema = Type.Object(
       validationInterval: Seconds('OAUTH_TOKEN_VALIDATION_INTERVAL', 14400, 'background validation interval'),
       redirectOrigins: Type.Optional(setting(Type.Array(Type.String({ minLength: 1 })), { env: 'OAUTH_REDIRECT_ORIGINS' })),
       providerTimeout: Seconds('PROVIDER_TIMEOUT', 10, 'seconds a provider call may take'),
+      // Where a product signs its own people in for an MCP client's consent (docs/contract.md §9a).
+      consentHandoffUrl: Type.Optional(Text('OAUTH_CONSENT_HANDOFF_URL')),
+    }),
+    mcp: section({
+      clientRegistration: Type.Optional(
+        setting(Type.Union([Type.Literal('open'), Type.Literal('closed')], { description: 'dynamic registration of MCP clients (§9a); default: open in development, closed in production' }), {
+          env: 'MCP_CLIENT_REGISTRATION',
+        }),
+      ),
     }),
     events: section({
       webhooks: Type.Array(Webhook, { default: [] }),

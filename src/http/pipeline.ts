@@ -80,11 +80,11 @@ export function requestIdFrom(header: string | string[] | undefined): string {
  * reverse: the handler's wrapper commits the transaction, the error handler rolls it back
  * and answers, `onResponse` logs the finish.
  */
-function pipelineSteps(database: Db, slots: PipelineSlots, corsOrigins: ReadonlySet<string>, closing: () => boolean): PipelineStep[] {
+function pipelineSteps(database: Db, slots: PipelineSlots, corsOrigins: ReadonlySet<string>, openCors: OpenCors, closing: () => boolean): PipelineStep[] {
   return [
     { name: 'request-id', run: requestId, classes: EVERY },
     { name: 'logging', run: logging, classes: EVERY },
-    { name: 'recovery', run: recovery(corsOrigins), classes: EVERY },
+    { name: 'recovery', run: recovery(corsOrigins, openCors), classes: EVERY },
     { name: 'mime', run: mime, classes: EVERY },
     { name: 'transaction', run: transaction(database, closing), classes: EVERY },
     { name: 'impersonation', run: slots.impersonation, classes: AUTHENTICATED },
@@ -124,13 +124,17 @@ function logging(request: FastifyRequest): void {
  * route must carry, errors included, are set now: no-store, and CORS for exact
  * configured origins only (never reflected), so a browser can read the error too.
  */
-function recovery(corsOrigins: ReadonlySet<string>): Step {
+function recovery(corsOrigins: ReadonlySet<string>, openCors: OpenCors): Step {
   return (request, reply) => {
     if (request.routeOptions.config.noStore) {
       reply.header('cache-control', 'no-store');
       reply.header('referrer-policy', 'no-referrer');
     }
-    if (corsOrigins.size > 0) {
+    if (openCors(pathOnly(request.url))) {
+      // Any origin, never with credentials: these routes read no cookie (docs/contract.md §9a).
+      reply.header('access-control-allow-origin', '*');
+      reply.header('access-control-expose-headers', 'WWW-Authenticate, X-Request-ID');
+    } else if (corsOrigins.size > 0) {
       reply.header('vary', 'Origin');
       const origin = request.headers.origin;
       if (origin !== undefined && corsOrigins.has(origin)) {
@@ -175,7 +179,10 @@ async function runSteps(steps: readonly PipelineStep[], request: FastifyRequest,
  * the steps (one runner, in `onRequest`), the transaction wrapper around handlers,
  * the single error handler and the 404 handler.
  */
-export function installPipeline(app: FastifyInstance, database: Db, slots: PipelineSlots, corsOrigins: readonly string[] = []): void {
+/** Paths that answer CORS for any origin, without credentials (the MCP sign-in endpoints, docs/contract.md §9a); the feature that owns them says which. */
+export type OpenCors = (path: string) => boolean;
+
+export function installPipeline(app: FastifyInstance, database: Db, slots: PipelineSlots, corsOrigins: readonly string[] = [], openCors: OpenCors = () => false): void {
   const cors = new Set(corsOrigins);
   let closing = false;
   // Requests that arrive while shutting down get the contract's error shape, with a request id.
@@ -184,7 +191,7 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
   });
   app.decorateRequest('ctx', null as unknown as RequestContext);
 
-  const steps = pipelineSteps(database, slots, cors, () => closing);
+  const steps = pipelineSteps(database, slots, cors, openCors, () => closing);
   const stepsOf = Object.fromEntries(EVERY.map((routeClass) => [routeClass, steps.filter((step) => step.classes.includes(routeClass))])) as Record<RouteClass, PipelineStep[]>;
 
   app.addHook('onRoute', (route) => {
@@ -224,7 +231,11 @@ export function installPipeline(app: FastifyInstance, database: Db, slots: Pipel
 
   app.options('*', { config: { auth: 'unauthenticated', errors: [] }, schema: { hide: true } }, async (request, reply) => {
     reply.code(204);
-    if (request.headers.origin !== undefined && cors.has(request.headers.origin)) {
+    if (openCors(pathOnly(request.url))) {
+      reply.header('access-control-allow-methods', 'GET, POST, OPTIONS');
+      reply.header('access-control-allow-headers', 'Authorization, Content-Type, MCP-Protocol-Version, Mcp-Session-Id, X-Request-ID');
+      reply.header('access-control-max-age', '600');
+    } else if (request.headers.origin !== undefined && cors.has(request.headers.origin)) {
       reply.header('access-control-allow-methods', 'GET, HEAD, POST, PUT, PATCH, DELETE');
       reply.header('access-control-allow-headers', 'Authorization, Content-Type, X-Csrf-Token, X-Organization-ID, X-Request-ID');
       reply.header('access-control-max-age', '600');

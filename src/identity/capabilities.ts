@@ -49,6 +49,7 @@ type CapabilityRow = CallerColumns & {
   subject_kind: string;
   subject_id: string;
   subject_hash: string | null;
+  grant_id: string | null;
 };
 
 /**
@@ -56,19 +57,27 @@ type CapabilityRow = CallerColumns & {
  * still able to mint it (`grantorAuthorized`: the token still valid, the person still a member,
  * still owner or admin for a capability that writes), its narrowing, the subject API token's
  * hash (the rate limiter's key for it), and — for a live one — the audit row of this use, naming
- * the agent and the subject, refused uses included: one round trip.
+ * the agent, the subject and an MCP client's grant, refused uses included, and that grant's
+ * last use (to the minute, never waiting on a locked row): one round trip.
  */
 const CAPABILITY_CHECK = new HotStatement<CapabilityRow>(sql`
   WITH c AS (
-    SELECT c.organization_id, c.id, c.agent, c.scopes, c.end_user_id, c.subject_kind, c.subject_id, c.subject_user_id,
+    SELECT c.organization_id, c.id, c.agent, c.scopes, c.end_user_id, c.subject_kind, c.subject_id, c.subject_user_id, c.grant_id,
            (c.revoked_at IS NULL AND c.expires_at > now()
              AND ${grantorAuthorized(sql`c.organization_id`, { kind: sql`c.subject_kind`, credentialId: sql`c.subject_id`, userId: sql`c.subject_user_id` }, WRITES)}) AS live,
            CASE c.subject_kind WHEN ${kindLiteral(KIND.api_token)} THEN (SELECT a.token_hash FROM api_tokens a WHERE a.organization_id = c.organization_id AND a.id = c.subject_id) END AS subject_hash
     FROM agent_capabilities c WHERE c.token_hash = ${p('hash')}
   ), k AS (
     SELECT live AS caller_active, 'member'::text AS caller_role, subject_user_id AS caller_user_id, false AS caller_system_admin,
-           organization_id AS caller_organization_id, id AS caller_credential_id, agent, scopes, end_user_id, subject_kind, subject_id, subject_hash
+           organization_id AS caller_organization_id, id AS caller_credential_id, agent, scopes, end_user_id, subject_kind, subject_id, subject_hash, grant_id
     FROM c
+  ), touch AS (
+    UPDATE oauth_grants SET last_used_at = now()
+    WHERE (organization_id, id) IN (
+      SELECT gr.organization_id, gr.id FROM oauth_grants gr JOIN k ON k.caller_active AND gr.organization_id = k.caller_organization_id AND gr.id = k.grant_id
+      WHERE gr.last_used_at IS NULL OR gr.last_used_at < now() - interval '60 seconds'
+      FOR UPDATE OF gr SKIP LOCKED)
+    RETURNING 1
   ), audit AS (${auditInsert(
     {
       organizationId: sql`caller_organization_id`,
@@ -81,7 +90,8 @@ const CAPABILITY_CHECK = new HotStatement<CapabilityRow>(sql`
       targetType: sql`NULL`,
       targetId: sql`NULL`,
       requestId: p('requestId'),
-      detail: sql`jsonb_build_object('agent', agent, 'subject', jsonb_build_object('kind', subject_kind, 'id', subject_id, 'userId', caller_user_id)) || ${p('detail')}::jsonb`,
+      detail: sql`jsonb_build_object('agent', agent, 'subject', jsonb_build_object('kind', subject_kind, 'id', subject_id, 'userId', caller_user_id))
+        || CASE WHEN grant_id IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('grant', grant_id) END || ${p('detail')}::jsonb`,
     },
     sql`k WHERE caller_active`,
   )})

@@ -80,7 +80,7 @@ export interface CredentialKindRow {
  * it must manage (`g.manager`: a connect session, a capability that writes), else any
  * membership (a capability that only reads, as a member may, docs/contract.md §3).
  */
-const STILL_MEMBER = sql`EXISTS (SELECT 1 FROM memberships m WHERE m.organization_id = g.org AND m.user_id = g.uid
+export const STILL_MEMBER = sql`EXISTS (SELECT 1 FROM memberships m WHERE m.organization_id = g.org AND m.user_id = g.uid
       AND (NOT g.manager OR m.role IN ('owner', 'admin')))`;
 
 const user = (caller: RateCaller) => `user:${caller.userId}`;

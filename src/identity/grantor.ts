@@ -6,7 +6,14 @@
  */
 import type { SQL, SQLWrapper } from 'drizzle-orm';
 import { sql } from '../db/client.ts';
-import { CREDENTIAL_KINDS, KINDS, kindLiteral } from './credential-kinds.ts';
+import { CREDENTIAL_KINDS, KINDS, kindLiteral, STILL_MEMBER } from './credential-kinds.ts';
+
+/**
+ * The grantor kind of a person's standing consent (an MCP client's grant, docs/contract.md §9a):
+ * no credential of theirs backs it — their logout or session expiry does not end it — only their
+ * membership (owner or admin where it writes); a deleted account has none.
+ */
+export const PERSON_GRANTOR = 'user';
 
 /** Who minted a delegated credential, as SQL expressions (columns of the delegated row, or parameters): the minting credential's kind (identity/credential-kinds.ts; `jwt` is a login session) and id, and its user (null for an API or service token). */
 export interface GrantorColumns {
@@ -23,6 +30,7 @@ const RULES = sql.join(
   }),
   sql.raw('\n      '),
 );
+const PERSON_RULE = sql`WHEN ${sql.raw(`'${PERSON_GRANTOR}'`)} THEN g.cid = g.uid AND ${STILL_MEMBER}`;
 
 /**
  * True while the grantor could still mint in `organizationId`, by its kind's rule (the `grantor`
@@ -38,6 +46,7 @@ export function grantorAuthorized(organizationId: SQLWrapper, grantor: GrantorCo
   // resolves to the caller's row there, never to a same-named column of the tables below.
   return sql<boolean>`(SELECT CASE g.kind
       ${RULES}
+      ${PERSON_RULE}
       ELSE false END
     FROM (SELECT ${organizationId}::text AS org, ${grantor.kind}::text AS kind, ${grantor.credentialId}::text AS cid, ${grantor.userId}::text AS uid,
                  ${manager}::boolean AS manager) g)`;

@@ -55,6 +55,12 @@ const ROUTES = new Map<string, ServiceTokenRoute>([
   ['PATCH /v1/apps/:id', { scope: 'organization' }],
   ['DELETE /v1/apps/:id', { scope: 'organization' }],
   ['POST /query', { scope: 'organization' }],
+  // MCP clients' grants (docs/contract.md §9a): those it approved at a consent handoff, listed and revoked like an owner's.
+  ['GET /v1/oauth/grants', { scope: 'organization' }],
+  ['DELETE /v1/oauth/grants/:id', { scope: 'organization' }],
+  ['GET /v1/oauth/authorizations/:id', { scope: 'deployment' }],
+  ['POST /v1/oauth/authorizations/:id/approve', { scope: 'deployment' }],
+  ['POST /v1/oauth/authorizations/:id/deny', { scope: 'deployment' }],
   // The deployment's webhooks: its endpoints and its delivery log (docs/contract.md §7, §11; events/access.ts).
   ['GET /v1/webhook-endpoints', { scope: 'deployment' }],
   ['POST /v1/webhook-endpoints', { scope: 'deployment' }],

@@ -1,7 +1,7 @@
 /** Routes that issue, show or end session tokens (docs/contract.md §3); identityRoutes (routes.ts) registers them in order. */
 import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { recordAudit } from '../audit/audit.ts';
 import { sessions, users } from '../db/schema.ts';
@@ -26,7 +26,7 @@ function cookieBase(services: Services) {
 }
 
 /** The grant's session token, in the answer's body and in the `session` cookie (with the session's CSRF token). */
-function issueSession(services: Services, reply: FastifyReply, grant: SessionGrant): Omit<SessionBody, 'sessionId' | 'sessionExpiresAt'> {
+export function issueSession(services: Services, reply: FastifyReply, grant: SessionGrant): Omit<SessionBody, 'sessionId' | 'sessionExpiresAt'> {
   const { sessionId, sessionExpiresAt, ...body } = sessionBody(services.sessionTokens, grant);
   reply.header('cache-control', 'no-store');
   const maxAge = Math.max(0, Math.floor((sessionExpiresAt.getTime() - Date.now()) / 1000));
@@ -37,7 +37,6 @@ function issueSession(services: Services, reply: FastifyReply, grant: SessionGra
 
 /** `POST /v1/login`: a new session, bound to the organization `loginOrganization` picks. */
 export function login(app: TypedFastify, services: Services): void {
-  const { config, passwords, rateLimiter } = services;
   app.post(
     '/v1/login',
     {
@@ -49,27 +48,37 @@ export function login(app: TypedFastify, services: Services): void {
         response: { 200: SessionResponse },
       },
     },
-    async (request, reply) => {
-      // An address over its limit of failed sign-ins is refused before the password is hashed.
-      rateLimiter.failures.assertAllowed(request.ip);
-      const body = request.body;
-      await rateLimiter.checkEmail(request, reply, normalizeEmail(body.email));
-      const user = await findUserByEmail(services.db, body.email);
-      // Unknown e-mails cost the same scrypt work and get the same answer.
-      const valid = user ? await passwords.verify(body.password, user.passwordHash, request.ip) : await passwords.verifyDummy(body.password, request.ip);
-      if (!user || !valid) throw new AppError('UNAUTHENTICATED', { message: INVALID_LOGIN });
-      // A hash made at another cost would make this user's logins time differently from unknown e-mails.
-      const newHash = passwords.needsRehash(user.passwordHash) ? await passwords.hash(body.password, request.ip) : null;
-      const work = await unitOfWork(request, services, user.id);
-      if (newHash) await work.db.update(users).set({ passwordHash: newHash }).where(eq(users.id, user.id));
-      const organization = await loginOrganization(work, user);
-      const sessionId = ulid();
-      const expiresAt = new Date(Date.now() + config.auth.sessionTtl * 1000);
-      await work.db.insert(sessions).values({ id: sessionId, userId: user.id, expiresAt });
-      await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'session.created', targetType: 'session', targetId: sessionId });
-      return issueSession(services, reply, { user, organizationId: organization.id, sessionId, expiresAt });
-    },
+    async (request, reply) => issueSession(services, reply, await passwordSignIn(services, request, reply, request.body)),
   );
+}
+
+/**
+ * A sign-in by e-mail and password under §3's and §4's rules — an address over its limit of
+ * failures refused before any hashing, the per-e-mail limit, the same answer and work whether or
+ * not the e-mail exists — opening a session bound to the login organization, in the request's
+ * transaction. 401 `UNAUTHENTICATED` on wrong credentials (a route with `signIn` counts it as a
+ * failure of the address; another caller records it), 429 over a limit. `POST /v1/login` and the
+ * MCP consent page (src/agents/consent-page.ts) both sign in here; the caller issues the cookie.
+ */
+export async function passwordSignIn(services: Services, request: FastifyRequest, reply: FastifyReply, body: { email: string; password: string }): Promise<SessionGrant> {
+  const { config, passwords, rateLimiter } = services;
+  // An address over its limit of failed sign-ins is refused before the password is hashed.
+  rateLimiter.failures.assertAllowed(request.ip);
+  await rateLimiter.checkEmail(request, reply, normalizeEmail(body.email));
+  const user = await findUserByEmail(services.db, body.email);
+  // Unknown e-mails cost the same scrypt work and get the same answer.
+  const valid = user ? await passwords.verify(body.password, user.passwordHash, request.ip) : await passwords.verifyDummy(body.password, request.ip);
+  if (!user || !valid) throw new AppError('UNAUTHENTICATED', { message: INVALID_LOGIN });
+  // A hash made at another cost would make this user's logins time differently from unknown e-mails.
+  const newHash = passwords.needsRehash(user.passwordHash) ? await passwords.hash(body.password, request.ip) : null;
+  const work = await unitOfWork(request, services, user.id);
+  if (newHash) await work.db.update(users).set({ passwordHash: newHash }).where(eq(users.id, user.id));
+  const organization = await loginOrganization(work, user);
+  const sessionId = ulid();
+  const expiresAt = new Date(Date.now() + config.auth.sessionTtl * 1000);
+  await work.db.insert(sessions).values({ id: sessionId, userId: user.id, expiresAt });
+  await recordAudit(work.db, work.actor, { organizationId: organization.id, action: 'session.created', targetType: 'session', targetId: sessionId });
+  return { user, organizationId: organization.id, sessionId, expiresAt };
 }
 
 /** `POST /v1/logout`: ends the session, every token of it. */

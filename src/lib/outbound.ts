@@ -206,7 +206,8 @@ export function createOutboundGuard(options: OutboundGuardOptions): OutboundGuar
     },
     async fetch(target, init, origin) {
       const url = new URL(target);
-      if (!options.enforce) return fetch(url, { ...init, redirect: 'manual' });
+      // Development reaches anything; with extra trusted authorities (tests' https fakes) over node:https, which honours them.
+      if (!options.enforce) return options.ca ? send(url, init, resolve, options.ca) : fetch(url, { ...init, redirect: 'manual' });
       const host = url.hostname.replace(/^\[|\]$/g, '');
       // An IP literal is never looked up: it is checked as it is.
       if (isIP(host)) {

@@ -13,7 +13,7 @@ export const PAGE_HEADERS: Readonly<Record<string, string>> = {
 };
 
 /** The console's section modules (src/web/static/sections/<name>.js). */
-export const CONSOLE_SECTIONS = ['integrations', 'apps', 'members', 'api-tokens', 'service-tokens', 'sessions', 'audit', 'organizations', 'deliveries'] as const;
+export const CONSOLE_SECTIONS = ['integrations', 'apps', 'members', 'api-tokens', 'service-tokens', 'sessions', 'grants', 'audit', 'organizations', 'deliveries'] as const;
 
 const STATIC_FILES = [
   { url: '/', file: 'index.html', type: 'text/html; charset=utf-8' },

@@ -78,12 +78,19 @@ export function errorShapeProblems(res: CheckedResponse, requestId: string): str
   return problems;
 }
 
-/** A refusal of the token endpoint (docs/contract.md §9): RFC 6749 §5.2's `{error, error_description}`, one of its codes, JSON. */
-function oauthErrorProblems(res: CheckedResponse): string[] {
+/** The RFC error codes each OAuth route refuses with (docs/contract.md §9, §9a): the token and revoke endpoints RFC 6749 §5.2's, registration RFC 7591's. */
+const OAUTH_ERRORS: Record<string, readonly string[]> = {
+  '/v1/oauth/token': ['invalid_request', 'invalid_scope', 'unsupported_grant_type', 'invalid_target', 'invalid_grant', 'invalid_client'],
+  '/v1/oauth/revoke': ['invalid_request'],
+  '/oauth/register': ['invalid_redirect_uri', 'invalid_client_metadata', 'access_denied'],
+};
+
+/** A refusal of an OAuth endpoint: the RFC's `{error, error_description}`, one of its codes, JSON. */
+function oauthErrorProblems(res: CheckedResponse, path: string): string[] {
   const body = JSON.parse(res.body) as Record<string, unknown>;
   const problems: string[] = [];
   if (Object.keys(body).sort().join() !== 'error,error_description') problems.push(`OAuth error body has other fields: ${Object.keys(body).join(', ')}`);
-  if (!['invalid_request', 'invalid_scope', 'unsupported_grant_type', 'invalid_target'].includes(String(body.error))) problems.push(`OAuth error ${JSON.stringify(body.error)} is not one of §9's`);
+  if (!(OAUTH_ERRORS[path] ?? []).includes(String(body.error))) problems.push(`OAuth error ${JSON.stringify(body.error)} is not one of ${path}'s`);
   if (!/^application\/json\b/i.test(String(res.headers['content-type'] ?? ''))) problems.push(`error content-type ${String(res.headers['content-type'])}`);
   return problems;
 }
@@ -192,10 +199,13 @@ export function responseProblems(sent: Sent, res: CheckedResponse): string[] {
   }
   const graphqlShaped = isGraphql && (Array.isArray(body) || (body !== null && typeof body === 'object' && 'errors' in body && !('success' in body)));
   const head = sent.method === 'HEAD';
-  // docs/contract.md §9: the token endpoint refuses in RFC 6749 §5.2's shape; the MCP transport answers protocol errors in JSON-RPC's.
-  const oauthShaped = /^\/v1\/oauth\//.test(route?.path ?? '') && sent.method === 'POST' && res.statusCode === 400 && body !== null && typeof body === 'object' && 'error_description' in body;
+  // docs/contract.md §9, §9a: the token and revoke endpoints refuse in RFC 6749 §5.2's shape, registration in RFC 7591's; the MCP transport answers protocol errors in JSON-RPC's.
+  const oauthPath = route?.path !== undefined && Object.hasOwn(OAUTH_ERRORS, route.path);
+  // Registration closed is RFC 7591's 403 access_denied; every other refusal of these routes is a 400.
+  const oauthStatus = res.statusCode === 400 || (route?.path === '/oauth/register' && res.statusCode === 403);
+  const oauthShaped = oauthPath && sent.method === 'POST' && oauthStatus && body !== null && typeof body === 'object' && 'error_description' in body;
   const jsonRpcShaped = route?.path === '/mcp' && body !== null && typeof body === 'object' && 'jsonrpc' in body;
-  if (oauthShaped) problems.push(...oauthErrorProblems(res));
+  if (oauthShaped) problems.push(...oauthErrorProblems(res, route?.path ?? ''));
   if (res.statusCode >= 400 && !passthrough && !head && !(graphqlShaped && res.statusCode === 400) && !oauthShaped && !jsonRpcShaped) problems.push(...errorShapeProblems(res, String(requestId)));
   if (isGraphql && (res.statusCode === 200 || graphqlShaped)) problems.push(...graphqlProblems(res));
   if (!passthrough && INTERNALS.test(res.body)) problems.push(`internals in the body: ${res.body.match(INTERNALS)?.[0]}`);

@@ -1,5 +1,6 @@
 // A happy walk through every documented route: each answers as the OpenAPI document says, and a
 // route added without a line here fails the walk (every documented route must be walked).
+import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { githubEvents, slackEvents } from '../fakes/provider-events.ts';
@@ -101,6 +102,23 @@ describe('every documented route, walked as documented', () => {
     await call('token exchange refused', 'POST', '/v1/oauth/token', 400, form, new URLSearchParams({ ...exchange, scope: 'integrations:github:read', resource: 'https://elsewhere.example/' }).toString());
     await call('protected-resource metadata', 'GET', '/.well-known/oauth-protected-resource/mcp', 200);
     await call('authorization server metadata', 'GET', '/.well-known/oauth-authorization-server', 200);
+    // MCP clients (docs/contract.md §9a): one registers; its authorization request is decided by the product (the consent
+    // handoff's routes) — approved, its code exchanged, the grant listed and revoked — and a second one denied.
+    const walker = await call('register an MCP client', 'POST', '/oauth/register', 201, {}, { client_name: 'Walker Host', redirect_uris: ['http://127.0.0.1:9/cb'] });
+    const verifier = 'walking-verifier-'.repeat(3);
+    const authorizeUrl = (state: string) =>
+      `/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: walker.json().client_id, redirect_uri: 'http://127.0.0.1:9/cb', code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256', state, resource: 'http://127.0.0.1:8080/mcp', scope: 'integrations:github:read' })}`;
+    const requestOf = async (state: string) => /name="request" value="([^"]+)"/.exec((await t.fastify.inject({ url: authorizeUrl(state) })).body)?.[1] ?? '';
+    const approving = await requestOf('walk-1');
+    await call('an authorization request (handoff)', 'GET', `/v1/oauth/authorizations/${approving}`, 200, bearer(api));
+    const approvedRequest = await call('approve an authorization request', 'POST', `/v1/oauth/authorizations/${approving}/approve`, 200, bearer(api), { scope: 'integrations:github:read' });
+    const walkCode = new URL(approvedRequest.json().redirectTo).searchParams.get('code') ?? '';
+    const pair = await call("exchange an MCP client's code", 'POST', '/v1/oauth/token', 200, form, new URLSearchParams({ grant_type: 'authorization_code', code: walkCode, code_verifier: verifier, client_id: walker.json().client_id, redirect_uri: 'http://127.0.0.1:9/cb' }).toString());
+    issued.capability.add(pair.json().access_token);
+    issued.capability.add(pair.json().refresh_token);
+    const grants = await call('list MCP grants', 'GET', '/v1/oauth/grants', 200, bearer(api));
+    await call('revoke an MCP grant', 'DELETE', `/v1/oauth/grants/${grants.json().grants[0]?.id}`, 200, bearer(api));
+    await call('deny an authorization request', 'POST', `/v1/oauth/authorizations/${await requestOf('walk-2')}/deny`, 200, bearer(api));
     const minted = await call('connect session', 'POST', '/v1/connect/sessions', 201, bearer(api), { redirectUri: REDIRECT_URI, allowedProviders: ['github'], endUser: { id: 'walker' } });
     await call('connect session status', 'GET', `/v1/connect/sessions/${minted.json().session.id}`, 200, bearer(api));
     await call('list connect sessions', 'GET', '/v1/connect/sessions?status=pending&first=5', 200, bearer(api));

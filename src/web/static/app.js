@@ -11,6 +11,7 @@ import apiTokens from './sections/api-tokens.js';
 import apps from './sections/apps.js';
 import audit from './sections/audit.js';
 import deliveries from './sections/deliveries.js';
+import grants from './sections/grants.js';
 import integrations from './sections/integrations.js';
 import members from './sections/members.js';
 import organizations from './sections/organizations.js';
@@ -18,7 +19,7 @@ import serviceTokens from './sections/service-tokens.js';
 import sessions from './sections/sessions.js';
 import { clearMessages, complain, describeError, h, say, show, whileBusy } from './ui.js';
 
-const SECTIONS = [integrations, apps, members, apiTokens, sessions, audit, organizations, serviceTokens, deliveries];
+const SECTIONS = [integrations, apps, members, apiTokens, sessions, grants, audit, organizations, serviceTokens, deliveries];
 const INVITATION_FIELDS = 'id email role expiresAt organization { id name }';
 
 const el = (id) => document.getElementById(id);

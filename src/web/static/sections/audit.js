@@ -45,6 +45,9 @@ const ACTIONS = [
   ['capability.request', 'Agent request'],
   ['capability.revoked', 'Agent capability revoked'],
   ['mcp.tool_call', 'Agent tool call'],
+  ['oauth_authorization.approved', 'MCP host approved'],
+  ['oauth_grant.created', 'MCP host connected'],
+  ['oauth_grant.revoked', 'MCP host access revoked'],
 ];
 const ACTION_WORDS = new Map(ACTIONS);
 
@@ -142,7 +145,7 @@ class AuditView {
     return entry.detail.includes('"connectSession"') ? 'An end user, through a connect link' : 'Tessera itself';
   }
 
-  /** An agent's use, down its chain (docs/contract.md §9): agent → capability → the credential that minted it, and its person. */
+  /** An agent's use, down its chain (docs/contract.md §9, §9a): agent → capability (→ an MCP host's grant) → the credential that minted it or the person who consented. */
   agentChain(entry) {
     let detail = {};
     try {
@@ -152,8 +155,13 @@ class AuditView {
     }
     const subject = detail.subject ?? {};
     const person = subject.userId ? (this.people.get(subject.userId) ?? `user ${subject.userId}`) : null;
-    const granted = `${CREDENTIALS[subject.kind] ?? 'a credential'}${subject.id ? ` ${subject.id}` : ''}${person ? ` of ${person}` : ''}`;
-    return `Agent ${detail.agent ? `"${detail.agent}"` : '(unnamed)'}, with capability ${entry.credentialId ?? ''}, granted by ${granted}`;
+    // An MCP host's grant (docs/contract.md §9a) is a person's consent, not a credential of theirs.
+    const granted =
+      subject.kind === 'user'
+        ? `the consent of ${person ?? 'a person'}`
+        : `${CREDENTIALS[subject.kind] ?? 'a credential'}${subject.id ? ` ${subject.id}` : ''}${person ? ` of ${person}` : ''}`;
+    const grant = detail.grant ? `, signed in as MCP host (grant ${detail.grant})` : '';
+    return `Agent ${detail.agent ? `"${detail.agent}"` : '(unnamed)'}, with capability ${entry.credentialId ?? ''}${grant}, granted by ${granted}`;
   }
 
   target(entry) {
