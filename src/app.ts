@@ -28,6 +28,7 @@ import { createOutboundGuard, type OutboundGuardOptions } from './lib/outbound.t
 import { integrationRoutes } from './integrations/routes/index.ts';
 import { Revocations } from './integrations/revocations.ts';
 import { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
+import { ProviderBudgets } from './integrations/budgets.ts';
 import { StateCodec } from './integrations/state.ts';
 import { startValidationScheduler } from './integrations/validator.ts';
 import { startRetentionScheduler } from './jobs/retention.ts';
@@ -167,6 +168,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
       timeouts: { providerMs: config.oauth.providerTimeout * 1000, validationIntervalMs: config.oauth.validationInterval * 1000 },
     }),
     revocations: new Revocations({ db, config, providers, apps, logger }),
+    budgets: new ProviderBudgets({ db, logger, metrics }),
     logger,
     metrics,
   };

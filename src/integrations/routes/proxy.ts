@@ -5,8 +5,9 @@ import { requestActor } from '../../http/unit-of-work.ts';
 import { requireRole } from '../../identity/authorize.ts';
 import { capabilityAccess } from '../../identity/capabilities.ts';
 import type { Services } from '../../services.ts';
-import { proxyCall, proxySegments, proxyWrites, RESPONSE_HEADERS, takeEndUser } from '../proxy.ts';
-import { answered, EndUserQuery, member, providerIdFrom } from './shared.ts';
+import { type ProxyAnswer, proxyCall, proxySegments, proxyWrites, RESPONSE_HEADERS, takeEndUser, tallyOf } from '../proxy.ts';
+import { toAnswer } from '../tokens/policy.ts';
+import { EndUserQuery, member, providerIdFrom } from './shared.ts';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
@@ -45,7 +46,8 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       if (writes && !principal.capability) requireRole(principal, principal.organizationId, 'admin');
 
       const body = request.method === 'GET' || request.method === 'HEAD' || request.body === undefined ? undefined : JSON.stringify(request.body);
-      const answer = await answered(
+      const maxWaitSeconds = maxWait(request.headers['tessera-max-wait']);
+      const answer = await tallied(
         proxyCall(services, {
           organizationId: principal.organizationId,
           provider: providerId,
@@ -56,6 +58,7 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
           headers: request.headers,
           ...(body !== undefined ? { body } : {}),
           actor: requestActor(request),
+          maxWaitSeconds,
         }),
       );
       reply.code(answer.status as 200);
@@ -64,9 +67,35 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
         if (value !== null) reply.header(name, value);
       }
       if (!answer.headers.has('content-type')) reply.removeHeader('content-type');
+      reply.header('tessera-attempts', String(answer.attempts));
+      if (answer.waitedMs > 0) reply.header('tessera-waited', String(Math.round(answer.waitedMs)));
+      if (answer.nextPage !== null) reply.header('tessera-next-page', answer.nextPage);
       reply.header('x-content-type-options', 'nosniff');
       reply.header('content-security-policy', 'sandbox');
       return answer.body;
     },
   });
+}
+
+/** `Tessera-Max-Wait` (docs/contract.md §5f): whole seconds 0–60, default 0; anything else is a 400. */
+export function maxWait(header: string | string[] | undefined): number {
+  if (header === undefined) return 0;
+  const value = Array.isArray(header) ? null : header.trim();
+  if (value === null || !/^\d{1,2}$/.test(value) || Number(value) > 60) {
+    throw new AppError('INVALID_INPUT', { details: [{ path: 'headers.tessera-max-wait', message: 'must be whole seconds from 0 to 60' }] });
+  }
+  return Number(value);
+}
+
+/** The proxy's answer, or its failure as an answer — either way carrying `Tessera-Attempts` (and `Tessera-Waited` after a wait). */
+async function tallied(work: Promise<ProxyAnswer>): Promise<ProxyAnswer> {
+  try {
+    return await work;
+  } catch (error) {
+    const answer = toAnswer(error);
+    if (!(answer instanceof AppError)) throw answer;
+    const { attempts, waitedMs } = tallyOf(error);
+    const headers = { ...answer.headers, 'tessera-attempts': String(attempts), ...(waitedMs > 0 ? { 'tessera-waited': String(Math.round(waitedMs)) } : {}) };
+    throw new AppError(answer.code, { message: answer.message, cause: answer.cause, headers, ...(answer.details ? { details: answer.details } : {}) });
+  }
 }
