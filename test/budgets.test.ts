@@ -7,6 +7,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
 import { queryRows } from '../src/db/client.ts';
+import { runValidationPass } from '../src/integrations/validator.ts';
 import type { Metrics } from '../src/http/metrics.ts';
 import { createLogger } from '../src/http/logging.ts';
 import type { FakeContext, FakeProvider, FakeReply } from './fakes/common.ts';
@@ -272,6 +273,33 @@ describe('Tessera-Next-Page', () => {
     expect(res.headers['tessera-next-page']).toBe('scripted.list?limit=2&cursor=dGVhbTpDMDYxRkE1UEI%3D');
     const last = await call(t.fastify, account.token, 'slack/proxy/scripted.list?limit=2&cursor=dGVhbTpDMDYxRkE1UEI%3D');
     expect(last.headers['tessera-next-page']).toBeUndefined();
+  });
+});
+
+describe('the validation pass and the status route', () => {
+  it('skip an account whose budget is known exhausted until its reset, without counting a failure', async () => {
+    const account = await connected();
+    const script = scripted(gh, [ok({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': epoch(120) })]);
+    expect((await call(t.fastify, account.token, 'github/proxy/scripted/v')).statusCode).toBe(200);
+    expect(script.seen).toHaveLength(1);
+    // Only this integration is due, and its last validation is stale.
+    await t.database.db.execute(sql`UPDATE integrations SET next_validation_at = now() + interval '1 day'`);
+    await t.database.db.execute(
+      sql`UPDATE integrations SET next_validation_at = now() - interval '1 second', last_validated_at = now() - interval '1 day' WHERE organization_id = ${account.organizationId}`,
+    );
+    const accountChecks = () => gh.requests.filter((r) => r.path === '/api/user').length;
+    const before = accountChecks();
+    const result = await runValidationPass(t.app.services, { batchSize: 50 });
+    expect(result).toMatchObject({ claimed: 1, budgetExhausted: 1, valid: 0, rateLimited: 0, transient: 0, errors: 0 });
+    expect(accountChecks()).toBe(before);
+    // Validated again right after the reset, not a whole interval later.
+    const [row] = await queryRows<{ next: Date }>(t.database.db, sql`SELECT next_validation_at AS next FROM integrations WHERE organization_id = ${account.organizationId}`);
+    expect(Math.abs(new Date(row?.next ?? 0).getTime() - (Date.now() + 120_000))).toBeLessThan(5_000);
+
+    const status = await call(t.fastify, account.token, 'github/status');
+    expect(status.statusCode).toBe(200);
+    expect(status.json().status.status).toBe('connected');
+    expect(accountChecks()).toBe(before);
   });
 });
 
