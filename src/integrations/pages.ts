@@ -51,13 +51,28 @@ function parseUrl(value: string, against: URL): URL | null {
   }
 }
 
-/** The target of RFC 8288's `rel="next"` in a `Link` header (rel values are space-separated, case-insensitive). */
+/** The target of RFC 8288's `rel="next"` in a `Link` header (rel values are space-separated, case-insensitive; quoted parameters may hold commas). */
 export function nextLink(header: string | null): string | null {
   if (!header) return null;
-  for (const match of header.matchAll(/<([^>]*)>((?:\s*;\s*[^;,]+(?:=(?:"[^"]*"|[^;,]*))?)*)/g)) {
-    const rel = /;\s*rel\s*=\s*(?:"([^"]*)"|([^;,\s]+))/i.exec(match[2] ?? '');
-    const values = (rel?.[1] ?? rel?.[2] ?? '').toLowerCase().split(/\s+/);
-    if (values.includes('next')) return match[1] ?? null;
+  let at = 0;
+  while (at < header.length) {
+    const open = header.indexOf('<', at);
+    if (open === -1) return null;
+    const close = header.indexOf('>', open);
+    if (close === -1) return null;
+    const target = header.slice(open + 1, close);
+    // The link's parameters run to the next comma outside a quoted string.
+    let end = close + 1;
+    let quoted = false;
+    for (; end < header.length; end++) {
+      const char = header[end];
+      if (char === '\\' && quoted) end++;
+      else if (char === '"') quoted = !quoted;
+      else if (char === ',' && !quoted) break;
+    }
+    const rel = /;\s*rel\s*=\s*(?:"([^"]*)"|([^;\s]+))/i.exec(header.slice(close + 1, end));
+    if ((rel?.[1] ?? rel?.[2] ?? '').toLowerCase().split(/\s+/).includes('next')) return target;
+    at = end + 1;
   }
   return null;
 }
