@@ -3,6 +3,9 @@
 // while a budget is known exhausted, `Tessera-Max-Wait` waits that fit and those that do not, retries
 // only where the contract allows them, `Tessera-Next-Page`, the MCP tools' `maxWait`, the validation
 // pass and the metrics.
+import type { AddressInfo } from 'node:net';
+// The worktree's own client (node_modules may link another checkout's).
+import { Tessera } from '../packages/client/src/index.js';
 import { sql } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
@@ -263,6 +266,29 @@ describe('Tessera-Next-Page', () => {
     }
     scripted(gh, [ok()]);
     expect((await call(t.fastify, account.token, 'github/proxy/scripted/repos')).headers['tessera-next-page']).toBeUndefined();
+  });
+
+  it("is what the client's paginate() follows, page after page, until an answer has none", async () => {
+    const account = await connected();
+    const apiToken = (await graphqlData(t.fastify, account.token, 'mutation { createAPIToken(name: "pages") { token } }')).createAPIToken.token as string;
+    await t.fastify.listen({ host: '127.0.0.1', port: 0 });
+    const baseUrl = `http://127.0.0.1:${(t.fastify.server.address() as AddressInfo).port}`;
+    const script = scripted(gh, [
+      (ctx) => {
+        const page = Number(ctx.query.get('page') ?? '1');
+        const link = page < 3 ? `<${gh.apiUrl}/scripted/repos?per_page=2&page=${page + 1}>; rel="next"` : `<${gh.apiUrl}/scripted/repos?per_page=2&page=1>; rel="first"`;
+        return json(200, [{ page }], { link });
+      },
+    ]);
+    const tessera = new Tessera({ baseUrl, apiToken });
+    const pages: unknown[] = [];
+    for await (const page of tessera.paginate('github', { path: 'scripted/repos', query: { per_page: 2 }, maxWait: 5 })) pages.push(page.body);
+    expect(pages).toEqual([[{ page: 1 }], [{ page: 2 }], [{ page: 3 }]]);
+    expect(script.seen.map((ctx) => ctx.path + (ctx.req.url?.slice(ctx.req.url.indexOf('?')) ?? ''))).toEqual([
+      '/api/scripted/repos?per_page=2',
+      '/api/scripted/repos?per_page=2&page=2',
+      '/api/scripted/repos?per_page=2&page=3',
+    ]);
   });
 
   it('reads a cursor in the body (Slack response_metadata.next_cursor → cursor)', async () => {
