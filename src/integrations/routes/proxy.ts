@@ -11,6 +11,16 @@ import { EndUserQuery, member, providerIdFrom } from './shared.ts';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
+/** What every proxied answer says about how it was paced (docs/contract.md §5f). */
+const PACING_HEADERS = {
+  'Tessera-Attempts': { description: 'How many times the call was sent to the provider (0: refused before sending, the budget known exhausted)', schema: { type: 'integer' } },
+  'Tessera-Waited': { description: "Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait", schema: { type: 'integer' } },
+  'Tessera-Next-Page': {
+    description: 'The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page',
+    schema: { type: 'string' },
+  },
+};
+
 /** `ANY /v1/integrations/{provider}/proxy/<path>`: an API call on the user's behalf (docs/contract.md §5). */
 export function proxyRoute(app: TypedFastify, services: Services): void {
   app.route({
@@ -23,10 +33,19 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
       params: Type.Object({ provider: Type.String({ maxLength: 64 }), '*': Type.String() }),
       // Documents `endUser`; every other parameter passes to the provider as sent.
       querystring: EndUserQuery,
+      headers: Type.Object({
+        'tessera-max-wait': Type.Optional(
+          Type.String({
+            description:
+              "Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)",
+            examples: ['30'],
+          }),
+        ),
+      }),
       response: {
-        200: { description: "The provider's answer, passed through" },
-        '3xx': { description: "The provider's redirect, passed through (not followed; its Location is withheld)" },
-        default: { description: 'Any other status the provider answered with, passed through with its body' },
+        200: { description: "The provider's answer, passed through", headers: PACING_HEADERS },
+        '3xx': { description: "The provider's redirect, passed through (not followed; its Location is withheld)", headers: PACING_HEADERS },
+        default: { description: 'Any other status the provider answered with, passed through with its body', headers: PACING_HEADERS },
       },
     },
     handler: async (request, reply) => {

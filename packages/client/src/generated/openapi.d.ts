@@ -3665,7 +3665,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -3681,6 +3687,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3803,6 +3815,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3813,6 +3831,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3828,7 +3852,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -3844,6 +3874,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3966,6 +4002,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3976,6 +4018,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3991,7 +4039,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4007,6 +4061,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4129,6 +4189,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4139,6 +4205,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4154,7 +4226,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4170,6 +4248,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4292,6 +4376,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4302,6 +4392,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4317,7 +4413,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4333,6 +4435,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4455,6 +4563,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4465,6 +4579,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4480,7 +4600,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4496,6 +4622,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4618,6 +4750,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4628,6 +4766,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: unknown;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: unknown;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: unknown;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
