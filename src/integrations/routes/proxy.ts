@@ -13,11 +13,11 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 /** What every proxied answer says about how it was paced (docs/contract.md §5f). */
 const PACING_HEADERS = {
-  'Tessera-Attempts': { description: 'How many times the call was sent to the provider (0: refused before sending, the budget known exhausted)', schema: { type: 'integer' } },
-  'Tessera-Waited': { description: "Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait", schema: { type: 'integer' } },
+  'Tessera-Attempts': { type: 'integer', description: 'How many times the call was sent to the provider (0: refused before sending, the budget known exhausted)' },
+  'Tessera-Waited': { type: 'integer', description: "Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait" },
   'Tessera-Next-Page': {
+    type: 'string',
     description: 'The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page',
-    schema: { type: 'string' },
   },
 };
 

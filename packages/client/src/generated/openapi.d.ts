@@ -3688,11 +3688,11 @@ export interface operations {
             200: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3816,11 +3816,11 @@ export interface operations {
             "3XX": {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3832,11 +3832,11 @@ export interface operations {
             default: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3875,11 +3875,11 @@ export interface operations {
             200: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4003,11 +4003,11 @@ export interface operations {
             "3XX": {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4019,11 +4019,11 @@ export interface operations {
             default: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4062,11 +4062,11 @@ export interface operations {
             200: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4190,11 +4190,11 @@ export interface operations {
             "3XX": {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4206,11 +4206,11 @@ export interface operations {
             default: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4249,11 +4249,11 @@ export interface operations {
             200: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4377,11 +4377,11 @@ export interface operations {
             "3XX": {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4393,11 +4393,11 @@ export interface operations {
             default: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4436,11 +4436,11 @@ export interface operations {
             200: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4564,11 +4564,11 @@ export interface operations {
             "3XX": {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4580,11 +4580,11 @@ export interface operations {
             default: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4623,11 +4623,11 @@ export interface operations {
             200: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4751,11 +4751,11 @@ export interface operations {
             "3XX": {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4767,11 +4767,11 @@ export interface operations {
             default: {
                 headers: {
                     /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
-                    "Tessera-Attempts"?: unknown;
+                    "Tessera-Attempts"?: number;
                     /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
-                    "Tessera-Waited"?: unknown;
+                    "Tessera-Waited"?: number;
                     /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
-                    "Tessera-Next-Page"?: unknown;
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
