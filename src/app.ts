@@ -136,6 +136,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
   const outbox = createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring });
   const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds), outboundGuard);
   const apps = new AppCatalog({ providers, config });
+  const budgets = new ProviderBudgets({ db, logger, metrics });
   const services: Services = {
     config,
     outbound: outboundGuard,
@@ -164,11 +165,12 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
       pool: { pglite: database.kind === 'pglite', size: config.db.poolMax },
       outbox,
       metrics,
+      budgets,
       logger,
       timeouts: { providerMs: config.oauth.providerTimeout * 1000, validationIntervalMs: config.oauth.validationInterval * 1000 },
     }),
     revocations: new Revocations({ db, config, providers, apps, logger }),
-    budgets: new ProviderBudgets({ db, logger, metrics }),
+    budgets,
     logger,
     metrics,
   };

@@ -329,6 +329,23 @@ describe('the validation pass and the status route', () => {
   });
 });
 
+describe('what validation learns', () => {
+  it('a rate-limited account check in a validation pass is remembered: the next proxied call is not sent', async () => {
+    const account = await connected();
+    await t.database.db.execute(sql`UPDATE integrations SET next_validation_at = now() + interval '1 day'`);
+    await t.database.db.execute(sql`UPDATE integrations SET next_validation_at = now() - interval '1 second' WHERE organization_id = ${account.organizationId}`);
+    gh.script = (ctx) => (ctx.path === '/api/user' ? json(429, { message: 'API rate limit exceeded' }, { 'retry-after': '45' }) : null);
+    const result = await runValidationPass(t.app.services, { batchSize: 50 });
+    expect(result).toMatchObject({ claimed: 1, rateLimited: 1 });
+    const script = scripted(gh, [ok()]);
+    const res = await call(t.fastify, account.token, 'github/proxy/scripted/w');
+    expect(res.statusCode).toBe(429);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(43);
+    expect(res.headers['tessera-attempts']).toBe('0');
+    expect(script.seen).toHaveLength(0);
+  });
+});
+
 describe('the MCP tools', () => {
   it("take maxWait: a tool call waits for a rate limit's reset that fits; beyond 60 it is refused", async () => {
     const account = await connected();

@@ -8,7 +8,7 @@ import { ProviderError, restIsWrite } from './providers/types.ts';
 import type { TokenLifecycle } from './tokens/lifecycle.ts';
 import type { LoadedIntegration } from './tokens/loaded.ts';
 import { presented } from './tokens/mint.ts';
-import { JudgedFailure, judged } from './tokens/policy.ts';
+import { JudgedFailure, judged, rateLimitOf } from './tokens/policy.ts';
 import {
   type Budget,
   type BudgetKey,
@@ -278,16 +278,17 @@ async function sendPaced(deps: ProxyDeps, current: LoadedIntegration, target: UR
       throw failed;
     }
     const failure = current.provider.definition.classify(toResponse(answer));
-    const learned = readBudget(current.provider.definition, answer, failure?.kind === 'rateLimited' ? failure : null);
+    const limited = rateLimitOf(failure);
+    const learned = readBudget(current.provider.definition, answer, limited);
     pacing.known = await budgets.learn(pacing.key, pacing.known, learned);
-    if (failure?.kind === 'rateLimited') {
-      const next = blockedUntil(pacing.known) ?? Date.now() + (failure.retryAfter ?? 60) * 1000;
+    if (limited) {
+      const next = blockedUntil(pacing.known) ?? Date.now() + (limited.retryAfter ?? 60) * 1000;
       if (tally.attempts < MAX_ATTEMPTS && next <= pacing.deadline) {
         if (blockedUntil(pacing.known) === null) pacing.known = { remaining: 0, resetAt: null, blockedUntil: next };
         continue;
       }
       // The answer's Retry-After is the true remaining time, rounded up.
-      return { answer, failure: new ProviderError('rateLimited', failure.message, { status: answer.status, retryAfter: retryAfter(next) }) };
+      return { answer, failure: new ProviderError('rateLimited', limited.message, { status: answer.status, retryAfter: retryAfter(next) }) };
     }
     if (failure?.kind === 'transient' && RETRIED_STATUSES.has(answer.status) && (await backedOff(deps, pacing, tally, provider, String(answer.status)))) continue;
     return { answer, failure };

@@ -6,14 +6,15 @@ import type { Outbox } from '../../events/outbox.ts';
 import { AppError } from '../../ground/errors.ts';
 import { systemUnitOfWork } from '../../ground/work.ts';
 import type { IntegrationRow } from '../integrations.ts';
-import { ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
+import { budgetKey, type ProviderBudgets, readBudget } from '../budgets.ts';
+import { type ProviderContext, ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
 import type { UnitOfWork } from '../../ground/work.ts';
 import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
 import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
 import { mintAndStore, mintOnly, presented, renewable } from './mint.ts';
-import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
+import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, rateLimitOf, type RefreshWindow, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
 import { prepareRotatedStore } from './store-rotated.ts';
 
@@ -44,6 +45,8 @@ export interface LifecycleDeps extends LoadDeps {
   /** Status changes queue their events here. */
   outbox: Outbox;
   metrics?: LifecycleMetrics;
+  /** Provider budgets (docs/contract.md §5f): what a validation's answers say is stored for every instance. */
+  budgets?: ProviderBudgets;
   logger: Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
   timeouts: {
     /** A provider call is abandoned after this long (a refresh lease outlasts it). */
@@ -232,7 +235,7 @@ export class TokenLifecycle {
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
     const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
     try {
-      await loaded.provider.definition.validate(loaded.provider.contextFor(loaded.row.metadata), token);
+      await loaded.provider.definition.validate(this.learning(loaded), token);
     } catch (error) {
       if (!(error instanceof ProviderError)) throw error;
       this.deps.metrics?.validationOutcome(loaded.provider.id, error.kind);
@@ -247,6 +250,25 @@ export class TokenLifecycle {
     if (!settle) return { loaded, outcome: { kind: 'valid' } };
     const row = await this.apply(loaded, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
+  }
+
+  /**
+   * The integration's provider context, whose calls teach the account's budget (docs/contract.md
+   * §5f): an answer that says the budget is exhausted, or a rate limit, is stored for every instance
+   * before it is read (budgets.ts `learn`; nothing is written while the budget has calls left).
+   */
+  private learning(loaded: LoadedIntegration): ProviderContext {
+    const context = loaded.provider.contextFor(loaded.row.metadata);
+    const budgets = this.deps.budgets;
+    if (!budgets) return context;
+    const { definition } = loaded.provider;
+    const request: ProviderContext['request'] = async (url, init) => {
+      const answer = await context.request(url, init);
+      const failure = definition.classify(answer);
+      await budgets.learn(budgetKey(loaded.row, loaded.provider), null, readBudget(definition, answer, rateLimitOf(failure)));
+      return answer;
+    };
+    return Object.assign(Object.create(context) as ProviderContext, { request });
   }
 
   /**
