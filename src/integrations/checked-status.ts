@@ -9,7 +9,6 @@ import { requireRole } from '../identity/authorize.ts';
 import { capabilityAccess } from '../identity/capabilities.ts';
 import { PROVIDER_ID } from '../lib/ids.ts';
 import type { Services } from '../services.ts';
-import { blockedUntil, budgetKey } from './budgets.ts';
 import { findIntegrationByProvider } from './integrations.ts';
 import { type StatusObject, statusObject } from './status.ts';
 import { withSecrets } from './tokens/loaded.ts';
@@ -28,11 +27,12 @@ export interface StatusInput {
  *
  * The caller must be a member of its organization (a capability narrows it further: its
  * providers, its end user); a malformed provider id names no integration (404, decision 41).
- * A live check is not sent while the account's provider budget is known exhausted (§5f).
+ * A live check is not sent while the account's provider budget is known exhausted (§5f, `check`):
+ * the stored status is the answer then.
  * `work.db` must be the database, never an open transaction: the live check calls the provider
  * and commits its transitions on their own.
  */
-export async function checkedStatus(services: Pick<Services, 'providers' | 'apps' | 'config' | 'lifecycle' | 'budgets'>, work: Work, input: StatusInput): Promise<StatusObject> {
+export async function checkedStatus(services: Pick<Services, 'providers' | 'apps' | 'config' | 'lifecycle'>, work: Work, input: StatusInput): Promise<StatusObject> {
   const caller = work.actor.principal;
   const principal = requireRole(caller, caller?.organizationId ?? '', 'member');
   if (!PROVIDER_ID.test(input.provider)) throw new AppError('INTEGRATION_NOT_FOUND');
@@ -43,8 +43,6 @@ export async function checkedStatus(services: Pick<Services, 'providers' | 'apps
   const age = Date.now() - (row.lastValidatedAt?.getTime() ?? 0);
   // Secrets are read and the provider asked only when the last validation is too old.
   if (row.status === 'invalid' || age <= services.config.oauth.statusMaxAge * 1000) return statusObject(row, configured.displayName);
-  // The account's budget known exhausted: no live check is sent, the stored status is the answer (docs/contract.md §5f).
-  if (blockedUntil(await services.budgets.read(budgetKey(row, configured))) !== null) return statusObject(row, configured.displayName);
   const { loaded } = await services.lifecycle.check(await withSecrets({ db: work.db, providers: services.providers, apps: services.apps, config: services.config }, row), work.actor);
   return statusObject(loaded.row, loaded.provider.displayName);
 }

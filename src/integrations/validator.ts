@@ -1,11 +1,10 @@
 import { type Db, queryRows, sql } from '../db/client.ts';
 import type { Services } from '../services.ts';
 import { inSpan } from '../telemetry/tracing.ts';
-import { blockedUntil, budgetKey } from './budgets.ts';
 import { type LoadedIntegration, loadById, loadMany } from './tokens/loaded.ts';
 
 /** What a validation pass uses. */
-export type ValidationDeps = Pick<Services, 'db' | 'providers' | 'apps' | 'config' | 'lifecycle' | 'logger' | 'budgets'>;
+export type ValidationDeps = Pick<Services, 'db' | 'providers' | 'apps' | 'config' | 'lifecycle' | 'logger'>;
 
 export interface ValidationPassOptions {
   /** Rows claimed per batch. */
@@ -102,14 +101,13 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
             const row = rows[next++] as Claimed;
             try {
               const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await loadById(services, row.organization_id, row.id));
-              // An account whose budget is known exhausted is not called: it is validated again once its reset has passed.
-              const until = blockedUntil(await services.budgets.read(budgetKey(current.row, current.provider)));
-              if (until !== null) {
-                await validateAgainAt(services.db, row.organization_id, row.id, new Date(until));
+              const { outcome } = await services.lifecycle.check(current, actor, due);
+              // An account whose budget is known exhausted was not called: validated again once its reset has passed, not counted as a failure.
+              if (outcome.kind === 'budgetExhausted') {
+                await validateAgainAt(services.db, row.organization_id, row.id, new Date(outcome.until));
                 result.budgetExhausted++;
                 continue;
               }
-              const { outcome } = await services.lifecycle.check(current, actor, due);
               result[outcome.kind === 'revoked' ? 'invalid' : outcome.kind === 'refreshed' ? 'valid' : outcome.kind]++;
               // The verdict says when the provider is limiting us: leave it alone for the rest of the pass.
               if ('failure' in outcome && outcome.failure.verdict.backOff) backedOff.add(provider);

@@ -6,7 +6,7 @@ import type { Outbox } from '../../events/outbox.ts';
 import { AppError } from '../../ground/errors.ts';
 import { systemUnitOfWork } from '../../ground/work.ts';
 import type { IntegrationRow } from '../integrations.ts';
-import { budgetKey, type ProviderBudgets, readBudget } from '../budgets.ts';
+import { blockedUntil, budgetKey, type ProviderBudgets, readBudget } from '../budgets.ts';
 import { type ProviderContext, ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
 import type { UnitOfWork } from '../../ground/work.ts';
 import { applyTransition, keepStatus, type Transition } from '../status.ts';
@@ -94,7 +94,11 @@ export type Executed<T> =
   | { kind: 'stands'; row: IntegrationRow | null; goesOn: boolean };
 
 /** How a live check ended: validated, refreshed, or a judged failure (applied already, unless the check was asked not to settle). */
-export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' };
+/**
+ * A live check's outcome: the validation's, a refresh that answered for it, or none sent because the
+ * account's provider budget is known exhausted until `until` (epoch ms; docs/contract.md §5f).
+ */
+export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' } | { kind: 'budgetExhausted'; until: number };
 
 /**
  * How a live check treats the validation's own verdict. `settle` false: the provider's answer
@@ -252,6 +256,14 @@ export class TokenLifecycle {
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
   }
 
+  /** A live check's outcome when the account's budget is known exhausted (nothing sent, nothing persisted), else null. */
+  private async exhausted(loaded: LoadedIntegration): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome } | null> {
+    const budgets = this.deps.budgets;
+    if (!budgets || loaded.provider.traits.renews === 'mint') return null;
+    const until = blockedUntil(await budgets.read(budgetKey(loaded.row, loaded.provider)));
+    return until === null ? null : { loaded, outcome: { kind: 'budgetExhausted', until } };
+  }
+
   /**
    * The integration's provider context, whose calls teach the account's budget (docs/contract.md
    * §5f): an answer that says the budget is exhausted, or a rate limit, is stored for every instance
@@ -334,9 +346,10 @@ export class TokenLifecycle {
         // A refresh shared with one that ended before this check looked (decision 49) asked the provider nothing:
         // no validation has happened since, and the live answer is still owed (decision 186).
         if (refreshed.row.lastValidatedAt?.getTime() !== loaded.row.lastValidatedAt?.getTime()) return { loaded: refreshed, outcome: { kind: 'refreshed' } };
-        return await this.validate(refreshed, actor, { settle });
+        return (await this.exhausted(refreshed)) ?? (await this.validate(refreshed, actor, { settle }));
       }
-      return await this.validate(loaded, actor, { settle });
+      // The account call is an API call: not sent while the account's budget is known exhausted (a refresh above is a token-endpoint call, never held back).
+      return (await this.exhausted(loaded)) ?? (await this.validate(loaded, actor, { settle }));
     } catch (error) {
       if (!(error instanceof JudgedFailure)) throw error;
       return { loaded: await loadById(this.deps, loaded.row.organizationId, loaded.row.id), outcome: { kind: error.kind, failure: error } };
