@@ -18,6 +18,7 @@ import { json } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { startFakeSlack } from './fakes/slack.ts';
 import { createTestApp, LogCapture, type TestApp } from './helpers/app.ts';
+import { TEST_DATABASE_URL } from './helpers/database.ts';
 import { graphqlData } from './helpers/graphql.ts';
 import { type Account, bearer, registerAndLogin } from './helpers/identity.ts';
 import { connect, providerEnv } from './helpers/providers.ts';
@@ -135,6 +136,35 @@ describe('budgets learned from answers', () => {
     expect(refused.statusCode).toBe(429);
     expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(19);
     expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(21);
+  });
+
+  // PostgreSQL only: the lock is held by another connection of the pool (PGlite has one connection).
+  it.runIf(TEST_DATABASE_URL)('a budget the database cannot take within 1 s is skipped and logged; the answer is returned anyway', async () => {
+    const account = await connected();
+    scripted(gh, [ok({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': epoch(30) })]);
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked: () => void = () => {};
+    const isLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const holder = t.database.db.transaction(async (tx) => {
+      await tx.execute(sql`LOCK TABLE provider_budgets IN EXCLUSIVE MODE`);
+      locked();
+      await held;
+    });
+    await isLocked;
+    const started = Date.now();
+    const res = await call(t.fastify, account.token, 'github/proxy/scripted/x');
+    const took = Date.now() - started;
+    release();
+    await holder;
+    expect(res.statusCode, res.body).toBe(200);
+    expect(took).toBeGreaterThanOrEqual(900);
+    expect(took).toBeLessThan(5000);
+    expect(t.logs.text).toContain('a provider budget could not be stored within 1 s; skipped');
   });
 
   it('is shared by every instance: a budget one instance learned stops the other before it calls', async () => {
