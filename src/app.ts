@@ -30,6 +30,7 @@ import { createOutboundGuard, type OutboundGuardOptions } from './lib/outbound.t
 import { integrationRoutes } from './integrations/routes/index.ts';
 import { Revocations } from './integrations/revocations.ts';
 import { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
+import { ProviderBudgets } from './integrations/budgets.ts';
 import { StateCodec } from './integrations/state.ts';
 import { startValidationScheduler } from './integrations/validator.ts';
 import { startRetentionScheduler } from './jobs/retention.ts';
@@ -137,6 +138,7 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
   const outbox = createOutbox({ webhooks: config.events.webhooks, wake: () => dispatcher.wake(), keyring: config.keyring });
   const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds), outboundGuard);
   const apps = new AppCatalog({ providers, config });
+  const budgets = new ProviderBudgets({ db, logger, metrics });
   const services: Services = {
     config,
     outbound: outboundGuard,
@@ -166,10 +168,12 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
       pool: { pglite: database.kind === 'pglite', size: config.db.poolMax },
       outbox,
       metrics,
+      budgets,
       logger,
       timeouts: { providerMs: config.oauth.providerTimeout * 1000, validationIntervalMs: config.oauth.validationInterval * 1000 },
     }),
     revocations: new Revocations({ db, config, providers, apps, logger }),
+    budgets,
     logger,
     metrics,
   };

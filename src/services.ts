@@ -6,6 +6,7 @@ import type { FormGuard } from './http/form-guard.ts';
 import type { RateLimiter } from './http/rate-limit.ts';
 import type { AppCatalog } from './integrations/apps/catalog.ts';
 import type { EventKeySets } from './integrations/events/security-event-token.ts';
+import type { BudgetMetrics, ProviderBudgets } from './integrations/budgets.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
 import type { OutboundGuard } from './lib/outbound.ts';
 import type { Revocations } from './integrations/revocations.ts';
@@ -37,10 +38,13 @@ export interface Services {
   /** Nonces of the pages' forms, and the check of their posts. */
   forms: FormGuard;
   lifecycle: TokenLifecycle;
+  /** Provider budgets (docs/contract.md §5f): read with each API call, learned from its answers. */
+  budgets: ProviderBudgets;
   /** Grants to revoke at their providers after a commit (integrations/revocations.ts). */
   revocations: Revocations;
   logger: Logger;
-  metrics?: LifecycleMetrics & {
+  metrics?: LifecycleMetrics &
+    BudgetMetrics & {
     providerCall(provider: string, outcome: string, seconds: number): void;
     retentionPurged(kind: string, count: number): void;
     providerEvent(provider: string, type: string, outcome: string): void;

@@ -2,6 +2,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config/load.ts';
 import { buildProviderRegistry } from '../src/integrations/providers/registry.ts';
@@ -85,6 +86,11 @@ describe('a custom provider defined in the config file only', () => {
     fake.mode.api = 'ok';
     expect(limited.statusCode).toBe(429);
     expect(limited.headers['retry-after']).toBe('7');
+    // Remembered for every instance until the reset (docs/contract.md §5f), which passes here.
+    const remembered = await t.fastify.inject({ url: '/v1/integrations/acme/proxy/things', headers: bearer(owner.token) });
+    expect(remembered.statusCode).toBe(429);
+    expect(remembered.headers['tessera-attempts']).toBe('0');
+    await t.database.db.execute(sql`DELETE FROM provider_budgets`);
 
     fake.revokeUser('wile');
     expect((await t.fastify.inject({ url: '/v1/integrations/acme/proxy/things', headers: bearer(owner.token) })).statusCode).toBe(409);

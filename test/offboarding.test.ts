@@ -102,6 +102,10 @@ describe('a service token offboards a customer', () => {
     expect(read.statusCode).toBe(200);
     await graphqlRequest(t.fastify, { ...bearer(serviceToken), 'x-organization-id': organizationId }, 'mutation { addMember(email: "later@example.com", role: "owner") { id } }');
     const revocationsBefore = { gh: gh.stats.revocations, slack: slack.stats.revocations };
+    // An organization app's budget (docs/contract.md §5f), as the proxy stores it: the organization's, deleted with it.
+    await t.database.db.execute(
+      sql`INSERT INTO provider_budgets (scope, account_id, organization_id, provider, remaining, blocked_until) VALUES ('01JBUDGETAPP0000000000000X', '100001', ${organizationId}, 'github', 0, now() + interval '1 minute')`,
+    );
     const auditBefore = await count(sql`SELECT count(*)::int AS n FROM audit_logs WHERE organization_id = ${organizationId}`);
 
     const res = await offboard({ ...bearer(serviceToken), 'x-request-id': 'offboard-1' }, organizationId);
@@ -116,7 +120,7 @@ describe('a service token offboards a customer', () => {
     await expect.poll(() => count(sql`SELECT count(*)::int AS n FROM grant_revocations`)).toBe(0);
 
     // Nothing of the organization is left, and nothing it issued works.
-    for (const table of ['organizations', 'integrations', 'integration_secrets', 'api_tokens', 'connect_sessions', 'memberships', 'invitations', 'oauth_states']) {
+    for (const table of ['organizations', 'integrations', 'integration_secrets', 'api_tokens', 'connect_sessions', 'memberships', 'invitations', 'oauth_states', 'provider_budgets']) {
       const column = table === 'organizations' ? 'id' : 'organization_id';
       expect(await count(sql`SELECT count(*)::int AS n FROM ${sql.raw(table)} WHERE ${sql.raw(column)} = ${organizationId}`), table).toBe(0);
     }

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FakeProvider } from './fakes/common.ts';
+import { type FakeProvider, json } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createPgDatabase, dropPgDatabase, TEST_DATABASE_URL } from './helpers/database.ts';
 import { type ServiceProcess, spawnService, waitFor } from './helpers/process.ts';
@@ -88,6 +88,38 @@ describe.runIf(TEST_DATABASE_URL)('two service processes on one PostgreSQL', () 
     expect(gh.stats.refreshes - before.refreshes).toBe(1);
     expect(gh.stats.reusedRefreshTokens - before.reusedRefreshTokens).toBe(0);
     expect(new Set(results.map((r) => r.json.token.accessToken))).toEqual(new Set([gh.tokensOf('twoproc')[0]?.accessToken]));
+  }, 180_000);
+});
+
+describe.runIf(TEST_DATABASE_URL)('a provider budget across two service processes (docs/contract.md §5f)', () => {
+  it('is learned by one process and stops the other before it calls the provider', async () => {
+    const db = await storage();
+    const a = await spawnService(serviceEnv(db));
+    const b = await spawnService(serviceEnv(db));
+    cleanups.push(async () => {
+      await a.stop();
+      await b.stop();
+    });
+    await Promise.all([waitFor(a), waitFor(b)]);
+    const token = await connectThrough(a, 'budgeted');
+    const seen: string[] = [];
+    gh.script = (ctx) => {
+      if (!ctx.path.startsWith('/api/scripted')) return null;
+      seen.push(ctx.path);
+      return json(200, [], { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) + 60) });
+    };
+    try {
+      const first = await api(a, 'GET', '/v1/integrations/github/proxy/scripted/repos', { token });
+      expect(first.status).toBe(200);
+      const other = await api(b, 'GET', '/v1/integrations/github/proxy/scripted/repos', { token });
+      expect(other.status).toBe(429);
+      expect(other.json.code).toBe('PROVIDER_RATE_LIMITED');
+      expect(Number(other.headers.get('retry-after'))).toBeGreaterThanOrEqual(58);
+      expect(other.headers.get('tessera-attempts')).toBe('0');
+      expect(seen).toHaveLength(1);
+    } finally {
+      gh.script = null;
+    }
   }, 180_000);
 });
 

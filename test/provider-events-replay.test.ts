@@ -189,6 +189,19 @@ describe('github_app_authorization replayed under a new delivery id', () => {
       for (const name of ['ghA', 'ghB']) expect(await nextValidationAt(ids[name] as string), `${mode} ${name}`).toBeLessThanOrEqual(Date.now());
       // The integration no event named keeps its schedule.
       expect(await nextValidationAt(ids.ghOther as string), mode).toBeGreaterThan(Date.now());
+      if (mode === 'rate-limited') {
+        // While the budget is known exhausted, a replay's live check is not sent at all: no verdict, unverified again.
+        const calls = userCalls();
+        const again = await send(base, 'github', replay(github, revocation));
+        expect(again.status, again.body).toBe(200);
+        expect(userCalls()).toBe(calls);
+        expect(await byName()).toEqual(allConnected());
+        expect((await outcomes('github', 'github_app_authorization')).unverified).toBe(unverifiedBefore + 2);
+      }
+      // A rate limit is remembered for every instance (docs/contract.md §5f) until its reset, which passes here.
+      const [kept] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM provider_budgets WHERE blocked_until > now()`);
+      expect(kept?.n, mode).toBe(mode === 'rate-limited' ? 1 : 0);
+      await t.database.db.execute(sql`DELETE FROM provider_budgets`);
     }
   });
 

@@ -212,6 +212,10 @@ describe.each(CASES)('$displayName', (providerCase) => {
       fake().mode.api = 'ok';
     }
     expect(await status(providerCase.id)).toBe('connected');
+    // The limit is remembered for every instance (docs/contract.md §5f) until its reset, which passes here.
+    const [kept] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM provider_budgets WHERE provider = ${providerCase.id} AND blocked_until > now()`);
+    expect(kept?.n).toBe(1);
+    await t.database.db.execute(sql`DELETE FROM provider_budgets`);
   });
 
   it('takes a missing scope for a warning, never a revocation, and passes the provider’s answer through', async () => {

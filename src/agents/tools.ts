@@ -92,6 +92,7 @@ export function listTools(services: Services, principal: Principal): Tool[] {
           path: { type: 'string', minLength: 1, maxLength: 2048, description: `Path under the API base ${r.provider.context.endpoints.apiUrl}, e.g. /user` },
           query: { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] }, description: 'Query parameters' },
           body: { description: 'JSON body (not for GET or HEAD)' },
+          maxWait: { type: 'integer', minimum: 0, maximum: 60, description: "Seconds to wait for the provider's rate limit to reset, or to retry a failed read, before giving up (default 0)" },
         },
         required: ['method', 'path'],
         additionalProperties: false,
@@ -185,6 +186,8 @@ async function apiTool(services: Services, caller: ToolCaller, reach: Reach, arg
   const method = typeof args.method === 'string' ? args.method.toUpperCase() : '';
   if (!WRITE_METHODS.includes(method)) throw invalid('method', `must be one of ${WRITE_METHODS.join(', ')}`);
   if (typeof args.path !== 'string' || args.path.length > 2048) throw invalid('path', 'must be a path under the API base');
+  const maxWait = args.maxWait ?? 0;
+  if (typeof maxWait !== 'number' || !Number.isInteger(maxWait) || maxWait < 0 || maxWait > 60) throw invalid('maxWait', 'must be whole seconds from 0 to 60');
   const segments = proxySegments(args.path.replace(/^\/+/, ''));
   const { endUserId: asked, forwarded: query } = takeEndUser(queryString(args.query));
   const hasBody = method !== 'GET' && method !== 'HEAD' && args.body !== undefined;
@@ -201,6 +204,7 @@ async function apiTool(services: Services, caller: ToolCaller, reach: Reach, arg
     headers: { accept: 'application/json', ...(hasBody ? { 'content-type': 'application/json' } : {}) },
     ...(hasBody ? { body: JSON.stringify(args.body) } : {}),
     actor: caller.actor,
+    maxWaitSeconds: maxWait,
   });
   await recordAudit(services.db, caller.actor, {
     organizationId: principal.organizationId,

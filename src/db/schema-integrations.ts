@@ -303,3 +303,26 @@ export const organizationDefaultApps = pgTable(
   },
   (t) => [primaryKey({ columns: [t.organizationId, t.provider] })],
 );
+
+/**
+ * What a provider last said about an account's rate limit (docs/contract.md §5f), read by every
+ * instance before it calls: per (`scope`, provider account) — the app that made the grant, or
+ * `integration:<id>` for the §5c modes. Written only when what it means for the next call changes
+ * (decision 319). `organization_id` is set for an organization's app and a §5c integration, null for a
+ * deployment app, whose budget is the provider account's across organizations (decision 318).
+ */
+export const providerBudgets = pgTable(
+  'provider_budgets',
+  {
+    scope: text('scope').notNull(),
+    accountId: text('account_id').notNull(),
+    organizationId: text('organization_id').references(() => organizations.id, { onDelete: 'cascade' }),
+    provider: text('provider').notNull(),
+    remaining: integer('remaining'),
+    resetAt: time('reset_at'),
+    /** No API call is sent before this time: remaining 0 until its reset, or a `Retry-After`. */
+    blockedUntil: time('blocked_until'),
+    updatedAt: updatedAt(),
+  },
+  (t) => [primaryKey({ columns: [t.scope, t.accountId] }), index('provider_budgets_organization_idx').on(t.organizationId).where(sql`organization_id IS NOT NULL`)],
+);

@@ -17,6 +17,10 @@ export class Metrics {
   private readonly revocations: Counter<'provider' | 'source'>;
   private readonly detection: Histogram<'provider' | 'source'>;
   private readonly detectionBound: Histogram<'provider' | 'source'>;
+  private readonly proxyWaits: Counter<'provider'>;
+  private readonly proxyWaitSeconds: Histogram;
+  private readonly proxyRetries: Counter<'provider' | 'reason'>;
+  private readonly budgetsExhausted: Counter<'provider'>;
 
   constructor(database: Database) {
     const registers = [this.registry];
@@ -71,7 +75,40 @@ export class Metrics {
       buckets: detectionBuckets,
       registers,
     });
+    // Calling providers within their limits (docs/contract.md §5f).
+    this.proxyWaits = new Counter({ name: 'tessera_proxy_waits_total', help: "API calls that waited for a rate limit's reset, by provider", labelNames: ['provider'], registers });
+    this.proxyWaitSeconds = new Histogram({
+      name: 'tessera_proxy_wait_seconds',
+      help: "Time API calls waited for a rate limit's reset",
+      buckets: [0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60],
+      registers,
+    });
+    this.proxyRetries = new Counter({
+      name: 'tessera_proxy_retries_total',
+      help: 'API calls sent again after a network error, a timeout or a 502/503/504, by provider and reason',
+      labelNames: ['provider', 'reason'],
+      registers,
+    });
+    this.budgetsExhausted = new Counter({
+      name: 'tessera_provider_budget_exhausted_total',
+      help: "API calls answered 429 without reaching the provider, the account's budget known exhausted, by provider",
+      labelNames: ['provider'],
+      registers,
+    });
     databaseGauges(database, registers);
+  }
+
+  proxyWait(provider: string, seconds: number): void {
+    this.proxyWaits.inc({ provider });
+    this.proxyWaitSeconds.observe(seconds);
+  }
+
+  proxyRetry(provider: string, reason: string): void {
+    this.proxyRetries.inc({ provider, reason });
+  }
+
+  budgetExhausted(provider: string): void {
+    this.budgetsExhausted.inc({ provider });
   }
 
   providerEvent(provider: string, type: string, outcome: string): void {

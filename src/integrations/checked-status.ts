@@ -27,6 +27,8 @@ export interface StatusInput {
  *
  * The caller must be a member of its organization (a capability narrows it further: its
  * providers, its end user); a malformed provider id names no integration (404, decision 41).
+ * A live check is not sent while the account's provider budget is known exhausted (§5f, `check`):
+ * the stored status is the answer then.
  * `work.db` must be the database, never an open transaction: the live check calls the provider
  * and commits its transitions on their own.
  */

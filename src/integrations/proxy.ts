@@ -4,16 +4,30 @@ import { AppError } from '../ground/errors.ts';
 import { PRODUCT_ID } from '../lib/ids.ts';
 import type { ProviderRegistry } from './providers/registry.ts';
 import type { ProviderAnswer } from './providers/transport.ts';
-import { restIsWrite } from './providers/types.ts';
+import { ProviderError, restIsWrite } from './providers/types.ts';
 import type { TokenLifecycle } from './tokens/lifecycle.ts';
 import type { LoadedIntegration } from './tokens/loaded.ts';
 import { presented } from './tokens/mint.ts';
-import { JudgedFailure, judged } from './tokens/policy.ts';
+import { JudgedFailure, judged, rateLimitOf } from './tokens/policy.ts';
+import {
+  type Budget,
+  type BudgetKey,
+  backoffMs,
+  blockedUntil,
+  budgetKey,
+  IDEMPOTENT_METHODS,
+  MAX_ATTEMPTS,
+  type ProviderBudgets,
+  RETRIED_STATUSES,
+  readBudget,
+  sleep,
+} from './budgets.ts';
+import { nextPage } from './pages.ts';
 
 /** Largest proxied answer, after decompression. */
 export const PROXY_MAX_BYTES = 10 * 1024 * 1024;
 /** Headers passed to the provider. Never our Authorization, cookies, CSRF, impersonation, organization or forwarding headers. */
-const REQUEST_HEADERS = ['accept', 'accept-language', 'content-type', 'if-match', 'if-none-match', 'if-modified-since', 'x-github-api-version'];
+const REQUEST_HEADERS = ['accept', 'accept-language', 'content-type', 'if-match', 'if-none-match', 'if-modified-since', 'idempotency-key', 'x-github-api-version'];
 /** Headers passed back. Never the provider's Set-Cookie or Location. */
 export const RESPONSE_HEADERS = [
   'content-type',
@@ -25,6 +39,9 @@ export const RESPONSE_HEADERS = [
   'x-ratelimit-limit',
   'x-ratelimit-remaining',
   'x-ratelimit-reset',
+  'ratelimit-limit',
+  'ratelimit-remaining',
+  'ratelimit-reset',
   'x-ratelimit-used',
   'x-ratelimit-resource',
   'x-oauth-scopes',
@@ -96,11 +113,33 @@ function decodeQueryPart(raw: string): string | null {
   }
 }
 
-/** What the proxy answers: the provider's status, headers and body (within the cap). */
-export type ProxyAnswer = ProviderAnswer;
+/**
+ * What the proxy answers: the provider's status, headers and body (within the cap); how many sends
+ * it took and how long it waited on rate limits (docs/contract.md §5f `Tessera-Attempts`,
+ * `Tessera-Waited`); and the next page, when the definition's pagination shows one (`Tessera-Next-Page`).
+ */
+export interface ProxyAnswer extends ProviderAnswer {
+  attempts: number;
+  waitedMs: number;
+  nextPage: string | null;
+}
+
+/** How many sends a failed call made and how long it waited, for the `Tessera-Attempts` and `Tessera-Waited` of its error. */
+const TALLIES = new WeakMap<object, Tally>();
+
+/** Sends and rate-limit waits of one proxied call. */
+export interface Tally {
+  attempts: number;
+  waitedMs: number;
+}
+
+/** The tally of an error `proxyCall` threw; `{0, 0}` when it threw before sending anything it counted. */
+export function tallyOf(error: unknown): Tally {
+  return (typeof error === 'object' && error !== null ? TALLIES.get(error) : undefined) ?? { attempts: 0, waitedMs: 0 };
+}
 
 /** An answer as a definition classifies it (a large body is not read for signals). */
-export function toResponse(answer: ProxyAnswer) {
+export function toResponse(answer: ProviderAnswer) {
   return { status: answer.status, headers: answer.headers, body: answer.body.length > 65536 ? '' : answer.body.toString('utf8') };
 }
 
@@ -126,11 +165,14 @@ export interface ProxyCall {
   /** The JSON body to forward, serialized; none for GET and HEAD. */
   body?: string;
   actor: AuditActor;
+  /** Seconds the call may wait for a rate limit's reset or retry (`Tessera-Max-Wait`, 0–60); 0 or absent: one attempt, no wait. */
+  maxWaitSeconds?: number;
 }
 
 /** What a proxied call uses. */
 export interface ProxyDeps {
   lifecycle: TokenLifecycle;
+  budgets: ProviderBudgets;
   logger: Pick<Logger, 'warn'>;
 }
 
@@ -140,21 +182,38 @@ export interface ProxyDeps {
  * transport, and what its answer means (policy.ts, point `call`, carried out by
  * `TokenLifecycle.execute`): a rejection is re-read, then refreshed, then retried once before it
  * is believed (decision 37); a 403 passes through after marking the integration suspicious.
- * Failures throw judged (`toAnswer` at the edge).
+ * Each send is paced by the account's provider budget (docs/contract.md §5f, `sendPaced`).
+ * Failures throw judged (`toAnswer` at the edge), with their tally (`tallyOf`).
  */
 export async function proxyCall(deps: ProxyDeps, call: ProxyCall): Promise<ProxyAnswer> {
+  const tally: Tally = { attempts: 0, waitedMs: 0 };
+  try {
+    return await pacedCall(deps, call, tally);
+  } catch (error) {
+    if (typeof error === 'object' && error !== null) TALLIES.set(error, tally);
+    throw error;
+  }
+}
+
+async function pacedCall(deps: ProxyDeps, call: ProxyCall, tally: Tally): Promise<ProxyAnswer> {
   const { lifecycle } = deps;
-  const loaded = await lifecycle.usable(await lifecycle.reads.loadForUse(call.organizationId, call.provider, call.endUserId), call.actor);
+  const read = await lifecycle.reads.loadForCall(call.organizationId, call.provider, call.endUserId);
+  const loaded = await lifecycle.usable(read.loaded, call.actor);
   const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
   const target = new URL(`${base}/${call.segments.map(encodeURIComponent).join('/')}${call.query}`);
   const baseUrl = new URL(base);
   // Defence in depth: whatever the path was, the call stays under the API base.
   if (target.origin !== baseUrl.origin || !`${target.pathname}/`.startsWith(`${baseUrl.pathname.replace(/\/$/, '')}/`)) throw invalidPath();
+  const pacing: Pacing = {
+    key: budgetKey(loaded.row, loaded.provider),
+    known: read.budget,
+    deadline: Date.now() + (call.maxWaitSeconds ?? 0) * 1000,
+    retryable: IDEMPOTENT_METHODS.has(call.method) || typeof call.headers['idempotency-key'] === 'string',
+  };
 
   // The lifecycle carries out what the answer means: its recheck runs this attempt once more with a newer token.
-  const attempt = async (current: LoadedIntegration, again: boolean): Promise<ProxyAnswer> => {
-    const answer = await forward(deps, current, target, call);
-    const failure = current.provider.definition.classify(toResponse(answer));
+  const attempt = async (current: LoadedIntegration, again: boolean): Promise<ProviderAnswer> => {
+    const { answer, failure } = await sendPaced(deps, current, target, call, pacing, tally);
     if (!failure) return answer;
     const failed = new JudgedFailure(failure, 'call');
     const done = await lifecycle.execute(failed, {
@@ -167,11 +226,87 @@ export async function proxyCall(deps: ProxyDeps, call: ProxyCall): Promise<Proxy
     if (done.kind === 'stands' && done.goesOn) return answer;
     throw failed;
   };
-  return attempt(loaded, true);
+  const answer = await attempt(loaded, true);
+  const { definition } = loaded.provider;
+  // Credentials a definition carries in the query are never part of a page shown to the caller.
+  const hidden = Object.keys(definition.carry(presented(loaded) ?? '').query);
+  return { ...answer, ...tally, nextPage: nextPage(definition.pagination, answer, target, base, hidden) };
+}
+
+/** A call's pacing (docs/contract.md §5f): whose budget, what is known of it, until when it may wait, whether it may be sent again. */
+interface Pacing {
+  key: BudgetKey;
+  known: Budget | null;
+  /** Epoch milliseconds: waits and back-offs end before it. */
+  deadline: number;
+  retryable: boolean;
+}
+
+/**
+ * The budget step around each send: while the account's budget is known exhausted the call waits
+ * for its reset when that fits before the deadline, else fails 429 without calling the provider;
+ * what an answer teaches is stored before it is returned; a rate-limited answer is sent again after
+ * its wait when that fits; a network error, a timeout or a 502/503/504 is tried again after a
+ * jittered back-off when the request may be repeated — at most `MAX_ATTEMPTS` sends in all. Waiting
+ * holds no database connection: the proxy's reads and writes are single statements outside any
+ * transaction.
+ */
+async function sendPaced(deps: ProxyDeps, current: LoadedIntegration, target: URL, call: ProxyCall, pacing: Pacing, tally: Tally): Promise<{ answer: ProviderAnswer; failure: ProviderError | null }> {
+  const { budgets } = deps;
+  const provider = current.provider.id;
+  const retryAfter = (until: number) => Math.max(1, Math.ceil((until - Date.now()) / 1000));
+  for (;;) {
+    const until = blockedUntil(pacing.known);
+    if (until !== null) {
+      if (until > pacing.deadline) {
+        budgets.metrics?.budgetExhausted(provider);
+        throw new JudgedFailure(new ProviderError('rateLimited', 'provider budget known exhausted', { retryAfter: retryAfter(until) }), 'call');
+      }
+      const waited = Math.max(0, until - Date.now());
+      await sleep(waited);
+      tally.waitedMs += waited;
+      budgets.metrics?.proxyWait(provider, waited / 1000);
+    }
+    tally.attempts++;
+    let answer: ProviderAnswer;
+    try {
+      answer = await forward(deps, current, target, call);
+    } catch (error) {
+      const failed = judged(error, 'call');
+      const reason = failed.failure.message === 'provider timed out' ? 'timeout' : 'network';
+      if (failed.failure.kind === 'transient' && failed.failure.status === undefined && (await backedOff(deps, pacing, tally, provider, reason))) continue;
+      throw failed;
+    }
+    const failure = current.provider.definition.classify(toResponse(answer));
+    const limited = rateLimitOf(failure);
+    const learned = readBudget(current.provider.definition, answer, limited);
+    pacing.known = await budgets.learn(pacing.key, pacing.known, learned);
+    if (limited) {
+      const next = blockedUntil(pacing.known) ?? Date.now() + (limited.retryAfter ?? 60) * 1000;
+      if (tally.attempts < MAX_ATTEMPTS && next <= pacing.deadline) {
+        if (blockedUntil(pacing.known) === null) pacing.known = { remaining: 0, resetAt: null, blockedUntil: next };
+        continue;
+      }
+      // The answer's Retry-After is the true remaining time, rounded up.
+      return { answer, failure: new ProviderError('rateLimited', limited.message, { status: answer.status, retryAfter: retryAfter(next) }) };
+    }
+    if (failure?.kind === 'transient' && RETRIED_STATUSES.has(answer.status) && (await backedOff(deps, pacing, tally, provider, String(answer.status)))) continue;
+    return { answer, failure };
+  }
+}
+
+/** Waits a jittered back-off and returns true when the call may be sent again (docs/contract.md §5f), else false at once. */
+async function backedOff(deps: ProxyDeps, pacing: Pacing, tally: Tally, provider: string, reason: string): Promise<boolean> {
+  if (!pacing.retryable || tally.attempts >= MAX_ATTEMPTS) return false;
+  const delay = backoffMs(tally.attempts);
+  if (Date.now() + delay > pacing.deadline) return false;
+  deps.budgets.metrics?.proxyRetry(provider, reason);
+  await sleep(delay);
+  return true;
 }
 
 /** One forwarded call through the provider transport: allowlisted headers, the stored credentials carried as the definition says, the proxy's size cap. */
-async function forward(deps: ProxyDeps, current: LoadedIntegration, target: URL, call: ProxyCall): Promise<ProxyAnswer> {
+async function forward(deps: ProxyDeps, current: LoadedIntegration, target: URL, call: ProxyCall): Promise<ProviderAnswer> {
   const { definition } = current.provider;
   const carried = definition.carry(presented(current) ?? '');
   // The provider's own required headers (Notion-Version), unless the client sent its own value.

@@ -27,6 +27,8 @@ export interface ValidationPassResult {
   rateLimited: number;
   transient: number;
   errors: number;
+  /** Skipped: the account's provider budget known exhausted (docs/contract.md §5f); validated after its reset, not a failure. */
+  budgetExhausted: number;
 }
 
 interface Claimed {
@@ -69,7 +71,7 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
   const concurrency = options.concurrencyPerProvider ?? 8;
   const deadline = Date.now() + (options.budgetMs ?? 60_000);
   const margin = options.refreshTokenMarginMs ?? 24 * 60 * 60 * 1000;
-  const result: ValidationPassResult = { claimed: 0, valid: 0, invalid: 0, misconfigured: 0, forbidden: 0, rateLimited: 0, transient: 0, errors: 0 };
+  const result: ValidationPassResult = { claimed: 0, valid: 0, invalid: 0, misconfigured: 0, forbidden: 0, rateLimited: 0, transient: 0, errors: 0, budgetExhausted: 0 };
   const due = { accessWithinMs: services.config.oauth.validationInterval * 1000, refreshTokenWithinMs: margin };
   const backedOff = new Set<string>();
   const actor = { principal: null, requestId: null };
@@ -100,6 +102,12 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
             try {
               const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await loadById(services, row.organization_id, row.id));
               const { outcome } = await services.lifecycle.check(current, actor, due);
+              // An account whose budget is known exhausted was not called: validated again once its reset has passed, not counted as a failure.
+              if (outcome.kind === 'budgetExhausted') {
+                await validateAgainAt(services.db, row.organization_id, row.id, new Date(outcome.until));
+                result.budgetExhausted++;
+                continue;
+              }
               result[outcome.kind === 'revoked' || outcome.kind === 'challenged' ? 'invalid' : outcome.kind === 'refreshed' ? 'valid' : outcome.kind]++;
               // The verdict says when the provider is limiting us: leave it alone for the rest of the pass.
               if ('failure' in outcome && outcome.failure.verdict.backOff) backedOff.add(provider);
@@ -115,6 +123,11 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
     if (claimed.length < batchSize) break;
   }
   return result;
+}
+
+/** Brings an integration's next validation forward to `at` (never later than the interval the claim set). */
+async function validateAgainAt(db: Db, organizationId: string, id: string, at: Date): Promise<void> {
+  await db.execute(sql`UPDATE integrations SET next_validation_at = LEAST(next_validation_at, ${at.toISOString()}::timestamptz) WHERE organization_id = ${organizationId} AND id = ${id}`);
 }
 
 /** Runs a pass every `everyMs` (never two at once in this process); stop() waits for the running one. */

@@ -122,6 +122,12 @@ export interface FakeProvider<U extends FakeUser = FakeUser> {
   mode: { token: FakeTokenMode; api: FakeApiMode };
   /** Milliseconds added before each response (default 0). */
   latencyMs: number;
+  /**
+   * A scripted API (docs/contract.md §5f tests: rate-limit headers, 429s, 503s, pages): consulted for
+   * each API request while the mode is `ok`, before the provider's own handling; its reply is sent
+   * as it is, null lets the provider answer. `null` (default): no script.
+   */
+  script: ((ctx: FakeContext) => FakeReply | null) | null;
   readonly stats: FakeStats;
   /** Every request seen, in order. */
   readonly requests: FakeRequest[];
@@ -394,7 +400,7 @@ export async function startFakeProvider<U extends FakeUser>(
   const grants = new Grants(now);
   const stats: FakeStats = { codeExchanges: 0, refreshes: 0, reusedRefreshTokens: 0, apiCalls: 0, revocations: 0 };
   const requests: FakeRequest[] = [];
-  const control: { mode: FakeProvider['mode']; latencyMs: number } = { mode: { token: 'ok', api: 'ok' }, latencyMs: 0 };
+  const control: { mode: FakeProvider['mode']; latencyMs: number; script: FakeProvider['script'] } = { mode: { token: 'ok', api: 'ok' }, latencyMs: 0, script: null };
   const timers = new Set<ReturnType<typeof setTimeout>>();
   let baseUrl = '';
   let closed = false;
@@ -538,7 +544,7 @@ export async function startFakeProvider<U extends FakeUser>(
     if (mode !== 'ok') return def.apiFailure(mode);
     if (route === 'authorize') return authorizePage(ctx);
     if (route === 'token') return ctx.method === 'POST' ? def.handleToken(ctx, params) : json(404, { error: 'Not Found' });
-    if (route === 'api') return def.handleApi(ctx);
+    if (route === 'api') return control.script?.(ctx) ?? def.handleApi(ctx);
     return def.handleOther?.(ctx) ?? { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8' }, text: 'Not Found' };
   }
 
@@ -609,6 +615,12 @@ export async function startFakeProvider<U extends FakeUser>(
     },
     set latencyMs(value) {
       control.latencyMs = value;
+    },
+    get script() {
+      return control.script;
+    },
+    set script(value) {
+      control.script = value;
     },
     stats,
     requests,

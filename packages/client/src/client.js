@@ -40,6 +40,24 @@ async function settle(baseUrl, pending) {
   return /** @type {T} */ (result.data);
 }
 
+/**
+ * The path and query of a `Tessera-Next-Page` (`user/repos?page=2`), as `proxy` takes them: the path's
+ * segments decoded (`proxy` encodes each again), the query's repeated names kept as lists.
+ * @param {string} next
+ * @returns {{ path: string, query: Record<string, string | string[]> }}
+ */
+function nextRequest(next) {
+  const at = next.indexOf('?');
+  const path = (at === -1 ? next : next.slice(0, at)).split('/').map(decodeURIComponent).join('/');
+  /** @type {Record<string, string | string[]>} */
+  const query = {};
+  for (const [name, value] of new URLSearchParams(at === -1 ? '' : next.slice(at + 1))) {
+    const seen = query[name];
+    query[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  return { path, query };
+}
+
 /** A response's body as the proxy returns it: JSON parsed, other text as is, `null` when empty. @param {Response} response */
 async function bodyOf(response) {
   const text = await response.text();
@@ -132,7 +150,7 @@ export class Tessera {
    * @param {ProxyRequest} request
    * @returns {Promise<ProxyResponse>}
    */
-  async proxy(provider, { method = 'GET', path, query = {}, body, endUser, headers }) {
+  async proxy(provider, { method = 'GET', path, query = {}, body, endUser, headers, maxWait }) {
     /** @type {Response | undefined} */
     let answer;
     const fetchImpl = this.#fetch;
@@ -148,7 +166,7 @@ export class Tessera {
     const init = /** @type {any} */ ({
       params: { path: { provider, path: path.replace(/^\/+/, '') }, query: { ...query, endUser } },
       ...(hasBody ? { body } : {}),
-      headers,
+      headers: maxWait === undefined ? headers : { ...headers, 'Tessera-Max-Wait': String(maxWait) },
       parseAs: 'stream',
       redirect: 'manual',
       fetch: capture,
@@ -168,6 +186,27 @@ export class Tessera {
     // (a provider's body passed through never carries the id Tessera gave this request).
     if (!answer.ok && isErrorBody(parsed) && parsed.requestId === answer.headers.get('x-request-id')) throw errorFromResponse(answer, parsed);
     return { status: answer.status, headers: Object.fromEntries(answer.headers), body: parsed };
+  }
+
+  /**
+   * The pages of a proxied list, one answer each, as the provider's definition pages them
+   * (docs/contract.md §5f): the first is `request`, each next one the same request at the answer's
+   * `Tessera-Next-Page`, until an answer has none. Stops after an answer that is not a 2xx (it is
+   * yielded: the caller sees what the provider said); Tessera's own refusals reject as in `proxy`.
+   * @param {string} provider
+   * @param {ProxyRequest} request
+   * @returns {AsyncGenerator<ProxyResponse, void, undefined>}
+   */
+  async *paginate(provider, request) {
+    /** @type {ProxyRequest} */
+    let current = request;
+    for (;;) {
+      const page = await this.proxy(provider, current);
+      yield page;
+      const next = page.headers['tessera-next-page'];
+      if (!next || page.status < 200 || page.status >= 300) return;
+      current = { ...request, ...nextRequest(next) };
+    }
   }
 
   /**

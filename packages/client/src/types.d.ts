@@ -88,6 +88,11 @@ export interface ProxyRequest {
   endUser?: string | undefined;
   /** Extra request headers; Tessera passes only its allowlist on to the provider. */
   headers?: Record<string, string> | undefined;
+  /**
+   * Seconds (0–60) Tessera may wait for the provider's rate limit to reset, and retry an idempotent
+   * call that failed on the way, before answering (`Tessera-Max-Wait`, docs/contract.md §5f). Default 0.
+   */
+  maxWait?: number | undefined;
 }
 
 /** The provider's answer, passed through. */

@@ -56,6 +56,8 @@ type LiveVerdict = 'confirms' | 'refutes' | 'none';
 
 function liveVerdict(outcome: CheckOutcome): LiveVerdict {
   if (outcome.kind === 'valid' || outcome.kind === 'refreshed') return 'refutes';
+  // Not asked: the account's provider budget is known exhausted (docs/contract.md §5f) — no verdict, like a rate limit.
+  if (outcome.kind === 'budgetExhausted') return 'none';
   if (outcome.failure.verdict.dead) return 'confirms';
   return outcome.failure.verdict.counts ? 'refutes' : 'none';
 }

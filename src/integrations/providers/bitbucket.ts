@@ -28,4 +28,6 @@ export const bitbucket = defineProvider({
     missingScope: [{ status: 403, body: { path: 'error.message', matches: 'scope' } }],
     deadToken: [{ status: 401 }],
   },
+  // Paginated answers carry `next`: the whole URL of the next page.
+  pagination: { type: 'next_url', from: 'next' },
 });

@@ -15,6 +15,11 @@ import type { ProviderDefinition } from './types.ts';
 
 const Url = Type.String({ minLength: 1, maxLength: 2048 });
 const Path = Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.\\[\\]{}:-]+$' });
+/** How list answers page (docs/contract.md §5f): an RFC 8288 `Link`, or a cursor at a dot path of the body sent back as a query parameter. */
+const Pagination = Type.Union([
+  Type.Object({ type: Type.Literal('link') }, { additionalProperties: false }),
+  Type.Object({ type: Type.Literal('cursor'), from: Path, param: Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9_.\\[\\]-]+$' }) }, { additionalProperties: false }),
+]);
 
 /** The shape of a custom definition, as the contract writes it. */
 export const CustomDefinition = Type.Object(
@@ -30,6 +35,7 @@ export const CustomDefinition = Type.Object(
     authorizeParams: Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Type.String({ maxLength: 1000 }), { default: {} }),
     userInfo: Type.Object({ url: Url, id: Path, username: Type.Optional(Path), email: Type.Optional(Path) }, { additionalProperties: false }),
     revokeUrl: Type.Optional(Url),
+    pagination: Type.Optional(Pagination),
   },
   { additionalProperties: false },
 );
@@ -58,6 +64,7 @@ export const CustomCredentialDefinition = Type.Object(
     grantType: Type.String({ minLength: 1, maxLength: 200, default: 'client_credentials' }),
     clientAuth: Type.Union([Type.Literal('client_secret_post'), Type.Literal('client_secret_basic')], { default: 'client_secret_basic' }),
     scopes: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { default: [] }),
+    pagination: Type.Optional(Pagination),
   },
   { additionalProperties: false },
 );
@@ -103,6 +110,7 @@ export function customProvider(id: string, raw: unknown, isProduction: boolean):
     pkce: definition.pkce,
     clientAuth: definition.clientAuth,
     authorizeParams: definition.authorizeParams,
+    ...(definition.pagination ? { pagination: definition.pagination } : {}),
     account: {
       url: '{userInfoUrl}',
       id: definition.userInfo.id,
@@ -151,6 +159,7 @@ function customCredentialProvider(id: string, raw: unknown, isProduction: boolea
   return defineProvider({
     id,
     displayName: definition.displayName,
+    ...(definition.pagination ? { pagination: definition.pagination } : {}),
     authMode: {
       mode: definition.authMode,
       credentials: definition.credentials,

@@ -5,7 +5,7 @@
  */
 import { authModeParts } from './auth-modes.ts';
 import { fillTemplate, parseJson, textAt, valueAt, valuesAt } from './json.ts';
-import type { AccountSpec, ProviderSpec, RevokeSpec, Signal, TokenAnswerSpec } from './spec.ts';
+import type { AccountSpec, BudgetHeaders, ProviderSpec, RevokeSpec, Signal, TokenAnswerSpec } from './spec.ts';
 import {
   type Metadata,
   type ProviderAccount,
@@ -60,12 +60,20 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
     classify,
     // The REST rule itself, not a wrapper: the agents' tools tell a REST API from an RPC-style one by it.
     isWrite: spec.isWrite ?? restIsWrite,
+    budgetHeaders: spec.api?.budgetHeaders ?? BUDGET_HEADERS,
+    pagination: spec.pagination ?? null,
     ...(spec.revoke ? { revoke: revoker(spec.displayName, spec.revoke, classify) } : {}),
     // Read by src/integrations/events/, the one place deliveries are received.
     ...(spec.events ? { events: spec.events } : {}),
   };
   return definition;
 }
+
+/** The budget headers of any provider (docs/contract.md §5f): GitHub's, then the IETF `RateLimit-*` ones (GitLab sends both spellings). */
+const BUDGET_HEADERS: readonly BudgetHeaders[] = [
+  { remaining: 'x-ratelimit-remaining', reset: 'x-ratelimit-reset' },
+  { remaining: 'ratelimit-remaining', reset: 'ratelimit-reset' },
+];
 
 /** RFC 6749 §5.2's refusals of the client itself (TokenAnswerSpec.clientErrors). */
 const CLIENT_ERRORS = ['invalid_client', 'unauthorized_client'];
@@ -284,7 +292,7 @@ export function retryAfterSeconds(response: Pick<ProviderResponse, 'headers'>, f
     delay(headers.get('retry-after'), true) ??
     delay(fromBody, true) ??
     delay(headers.get('x-ratelimit-reset'), false) ??
-    delay(headers.get('ratelimit-reset'), false) ??
+    delay(headers.get('ratelimit-reset'), true) ??
     delay(headers.get('x-ratelimit-requests-reset'), false);
   return seconds === undefined || !Number.isFinite(seconds) ? 60 : Math.max(1, Math.ceil(seconds));
 }

@@ -29,6 +29,8 @@ export const github = defineProvider({
     headers: API_HEADERS,
     // A 403 is a rate limit when GitHub says so (no requests left, a Retry-After, a "secondary rate limit"): the engine's rule for any provider.
   },
+  // List answers page by `Link: <…>; rel="next"` (docs.github.com, "Using pagination in the REST API").
+  pagination: { type: 'link' },
   revoke: { url: '{apiUrl}/applications/{clientId}/grant', method: 'DELETE', param: 'access_token', format: 'json', auth: 'basic', okStatuses: [204, 404] },
   // A GitHub App's webhook (the `github` provider configured with a GitHub App's client). GitHub signs neither a
   // timestamp nor the delivery id: the id stops a redelivery, and a body seen before under a new id acts only once

@@ -23,5 +23,7 @@ export const gitlab = defineProvider({
     deadToken: [{ status: 401 }],
   },
   // RFC 7009 (Doorkeeper): a token's row holds both tokens, so either ends the grant; the refresh token outlives the access token.
+  // Offset pagination answers with `Link` (and `x-next-page`); keyset pagination only with `Link`.
+  pagination: { type: 'link' },
   revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'body' },
 });

@@ -42,6 +42,8 @@ export const google = defineProvider({
   },
   // Revoking either token ends the whole grant; no client authentication. The refresh token, which outlives an
   // expired access token, is sent where there is one.
+  // `nextPageToken` in the body, sent back as `pageToken` (Drive, Calendar, Gmail).
+  pagination: { type: 'cursor', from: 'nextPageToken', param: 'pageToken' },
   revoke: { url: '{revokeUrl}', token: 'refresh', param: 'token', auth: 'none' },
   // Cross-Account Protection (RISC): security event tokens signed by Google's own keys, for the
   // client id in `aud` — no events secret. Switched on by INTEGRATION_OAUTH_GOOGLE_RISC once the

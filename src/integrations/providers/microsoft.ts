@@ -31,4 +31,6 @@ export const microsoft = defineProvider({
     // SharePoint answers 503 with Retry-After when it throttles.
     rateLimit: [{ status: 503, header: { name: 'retry-after' } }],
   },
+  // Graph answers `@odata.nextLink`: the whole URL of the next page.
+  pagination: { type: 'next_url', from: '@odata.nextLink' },
 });

@@ -29,5 +29,7 @@ export const notion = defineProvider({
     headers: { 'Notion-Version': '2022-06-28' },
     deadToken: [{ status: 401 }],
   },
+  // `{has_more, next_cursor}`; the next page is asked for with `start_cursor`.
+  pagination: { type: 'cursor', from: 'next_cursor', param: 'start_cursor', while: 'has_more' },
   revoke: { url: '{revokeUrl}', param: 'token', format: 'json', auth: 'basic' },
 });

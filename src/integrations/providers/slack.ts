@@ -58,6 +58,8 @@ export const slack = defineProvider({
     deadToken: [{ status: 401 }, { body: { path: 'error', equals: DEAD_TOKEN } }],
     rateLimit: [{ body: { path: 'error', equals: 'ratelimited' } }],
   },
+  // Cursor pagination: `response_metadata.next_cursor`, '' on the last page, sent back as `cursor`.
+  pagination: { type: 'cursor', from: 'response_metadata.next_cursor', param: 'cursor' },
   revoke: { url: '{apiUrl}/auth.revoke', auth: 'bearer' },
   // The Events API (request signing v0; `tokens_revoked`, `app_uninstalled`); Slack retries a delivery with the same `event_id`.
   events: {

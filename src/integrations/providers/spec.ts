@@ -97,7 +97,29 @@ export interface ApiSpec {
    * (`challenged`, policy.ts); a 401 whose claims cannot be read is a dead token as any other.
    */
   claimsChallenge?: { error: string };
+  /**
+   * The headers that tell an account's remaining budget and its reset (docs/contract.md §5f), the
+   * first pair present wins. A reset larger than the current epoch time is an epoch (seconds, or
+   * milliseconds), else seconds from now. Default `BUDGET_HEADERS` (engine.ts): GitHub's
+   * `x-ratelimit-*` and the IETF `ratelimit-*`.
+   */
+  budgetHeaders?: readonly BudgetHeaders[];
 }
+
+/** A pair of headers telling a rate-limit budget: what is left, and when it is reset. */
+export interface BudgetHeaders {
+  remaining: string;
+  reset: string;
+}
+
+/**
+ * How the provider's list answers say there is a next page (docs/contract.md §5f): an RFC 8288
+ * `Link: <…>; rel="next"` header (`link`); a cursor in the body at `from` (a dot path; a key that
+ * itself holds dots is read whole first), sent back as the query parameter `param` — only while the
+ * boolean at `while` is true, when given (Notion `has_more`); or a whole next URL in the body at
+ * `from` (`next_url`: Microsoft `@odata.nextLink`). A next URL or link outside the API base is never shown.
+ */
+export type PaginationSpec = { type: 'link' } | { type: 'cursor'; from: string; param: string; while?: string } | { type: 'next_url'; from: string };
 
 /** How a grant is revoked at the provider (best effort on delete). Absent: the provider has no revoke endpoint. */
 export interface RevokeSpec {
@@ -305,6 +327,8 @@ export interface ProviderSpec {
   events?: EventsSpec;
   /** Code for metadata discovered with a call after the exchange (Atlassian's sites). */
   discover?(context: ProviderContext, accessToken: string): Promise<Record<string, unknown>>;
+  /** How its list answers page (docs/contract.md §5f). Default: none — no `Tessera-Next-Page`. */
+  pagination?: PaginationSpec;
   /** Code for which proxied calls write, when not the REST rule (Slack's read methods, Linear's GraphQL queries). */
   isWrite?(method: string, segments: readonly string[], body: unknown): boolean;
 }

@@ -1,4 +1,4 @@
-import type { EventsSpec } from './spec.ts';
+import type { BudgetHeaders, EventsSpec, PaginationSpec } from './spec.ts';
 
 /**
  * What the rest of Tessera sees of a provider: a `ProviderDefinition`, built by the engine
@@ -236,6 +236,10 @@ export interface ProviderDefinition {
   classify(response: ProviderResponse): ProviderError | null;
   /** Whether a proxied call writes (owner/admin or API token only) or only reads (members too). */
   isWrite(method: string, segments: readonly string[], body: unknown): boolean;
+  /** The headers that tell an account's rate-limit budget (docs/contract.md §5f), read by src/integrations/budgets.ts. */
+  budgetHeaders: readonly BudgetHeaders[];
+  /** How list answers page (docs/contract.md §5f), read by src/integrations/pages.ts; null: they do not. */
+  pagination: PaginationSpec | null;
   /** The provider's revocation events (spec.ts `EventsSpec`, read by src/integrations/events/); absent when it sends none. */
   events?: EventsSpec;
   /** Revokes the grant at the provider (best effort on delete); throws ProviderError on failure. Absent: no revoke endpoint. */

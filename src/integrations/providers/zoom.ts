@@ -21,6 +21,8 @@ export const zoom = defineProvider({
     deadToken: [{ status: 401 }],
   },
   // The token goes in the form body, never the query.
+  // `next_page_token` in the body, sent back under the same name; '' on the last page.
+  pagination: { type: 'cursor', from: 'next_page_token', param: 'next_page_token' },
   revoke: { url: '{revokeUrl}', param: 'token', auth: 'basic' },
   // The app's event notification endpoint (signature v0, `endpoint.url_validation`); a delivery has no id of its own.
   events: {

@@ -14,6 +14,7 @@ import type { Principal, Role } from '../../ground/principal.ts';
 import { AppError } from '../../ground/errors.ts';
 import { CALLER_COLUMNS, type CallerColumns, callerCheck, callerValues, principalFromCaller } from '../../identity/caller-check.ts';
 import { CREDENTIAL_KINDS, DEFERRABLE_KINDS, type DeferrableKind, type DeferredCredential, type TouchedKind } from '../../identity/credential-kinds.ts';
+import { BUDGET_JOIN, type Budget, budgetFromJson, ownsBudget } from '../budgets.ts';
 import { endUserKey, integrationKey } from '../integrations.ts';
 import type { ConfiguredProvider } from '../providers/registry.ts';
 import { secretName } from '../secrets.ts';
@@ -30,6 +31,10 @@ const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE ${integration
 
 /** `loadForUse` without an audit row (proxy calls audit on their own). */
 const USE = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION} ${USE_SELECT}`);
+
+/** `loadForCall`: the integration, its access token and its provider budget (docs/contract.md §5f) in one statement. */
+const CALL = new HotStatement<UseRow & { budget: Record<string, unknown> | null }>(sql`WITH ${USE_INTEGRATION} SELECT row_to_json(i) AS integration, s.key_id, s.envelope, row_to_json(b) AS budget
+  FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')} ${BUDGET_JOIN}`);
 
 /** `loadForUse` writing the audit row in the same statement. */
 const USE_AUDITED = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION}, audit AS (${auditInsert(
@@ -193,6 +198,20 @@ export class FastReads {
       : await USE.rows(this.deps.db, values);
     if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
     return this.loaded(found.integration, provider, found);
+  }
+
+  /**
+   * `loadForUse` for an API call (the proxy, the MCP tools): the integration with its access token and
+   * the account's provider budget as every instance left it (docs/contract.md §5f) — in the same statement,
+   * so the budget costs the hot path no round trip.
+   */
+  async loadForCall(organizationId: string, providerId: string, endUserId: string | null): Promise<{ loaded: LoadedIntegration; budget: Budget | null }> {
+    const provider = this.deps.providers.get(providerId);
+    if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
+    const values = { organizationId, providerId, endUserKey: endUserKey(endUserId), secretName: secretName(providerId, provider.definition.presents), perIntegration: ownsBudget(provider) };
+    const [found] = await CALL.rows(this.deps.db, values);
+    if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
+    return { loaded: await this.loaded(found.integration, provider, found), budget: budgetFromJson(found.budget) };
   }
 
   /**

@@ -6,14 +6,15 @@ import type { Outbox } from '../../events/outbox.ts';
 import { AppError } from '../../ground/errors.ts';
 import { systemUnitOfWork } from '../../ground/work.ts';
 import type { IntegrationRow } from '../integrations.ts';
-import { ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
+import { blockedUntil, budgetKey, type ProviderBudgets, readBudget } from '../budgets.ts';
+import { type ProviderContext, ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
 import type { UnitOfWork } from '../../ground/work.ts';
 import { applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
 import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
 import { mintAndStore, mintOnly, presented, renewable } from './mint.ts';
-import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, type RefreshWindow, refreshDue } from './policy.ts';
+import { configFaultMessage, expiresWithin, type FailurePoint, JudgedFailure, judged, rateLimitOf, type RefreshWindow, refreshDue } from './policy.ts';
 import { SingleFlight } from './refresh.ts';
 import { prepareRotatedStore } from './store-rotated.ts';
 
@@ -44,6 +45,8 @@ export interface LifecycleDeps extends LoadDeps {
   /** Status changes queue their events here. */
   outbox: Outbox;
   metrics?: LifecycleMetrics;
+  /** Provider budgets (docs/contract.md §5f): what a validation's answers say is stored for every instance. */
+  budgets?: ProviderBudgets;
   logger: Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
   timeouts: {
     /** A provider call is abandoned after this long (a refresh lease outlasts it). */
@@ -91,7 +94,11 @@ export type Executed<T> =
   | { kind: 'stands'; row: IntegrationRow | null; goesOn: boolean };
 
 /** How a live check ended: validated, refreshed, or a judged failure (applied already, unless the check was asked not to settle). */
-export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' };
+/**
+ * A live check's outcome: the validation's, a refresh that answered for it, or none sent because the
+ * account's provider budget is known exhausted until `until` (epoch ms; docs/contract.md §5f).
+ */
+export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' } | { kind: 'budgetExhausted'; until: number };
 
 /**
  * How a live check treats the validation's own verdict. `settle` false: the provider's answer
@@ -236,7 +243,7 @@ export class TokenLifecycle {
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
     const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
     try {
-      await loaded.provider.definition.validate(loaded.provider.contextFor(loaded.row.metadata), token);
+      await loaded.provider.definition.validate(this.learning(loaded), token);
     } catch (error) {
       if (!(error instanceof ProviderError)) throw error;
       this.deps.metrics?.validationOutcome(loaded.provider.id, error.kind);
@@ -251,6 +258,33 @@ export class TokenLifecycle {
     if (!settle) return { loaded, outcome: { kind: 'valid' } };
     const row = await this.apply(loaded, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
+  }
+
+  /** A live check's outcome when the account's budget is known exhausted (nothing sent, nothing persisted), else null. */
+  private async exhausted(loaded: LoadedIntegration): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome } | null> {
+    const budgets = this.deps.budgets;
+    if (!budgets || loaded.provider.traits.renews === 'mint') return null;
+    const until = blockedUntil(await budgets.read(budgetKey(loaded.row, loaded.provider)));
+    return until === null ? null : { loaded, outcome: { kind: 'budgetExhausted', until } };
+  }
+
+  /**
+   * The integration's provider context, whose calls teach the account's budget (docs/contract.md
+   * §5f): an answer that says the budget is exhausted, or a rate limit, is stored for every instance
+   * before it is read (budgets.ts `learn`; nothing is written while the budget has calls left).
+   */
+  private learning(loaded: LoadedIntegration): ProviderContext {
+    const context = loaded.provider.contextFor(loaded.row.metadata);
+    const budgets = this.deps.budgets;
+    if (!budgets) return context;
+    const { definition } = loaded.provider;
+    const request: ProviderContext['request'] = async (url, init) => {
+      const answer = await context.request(url, init);
+      const failure = definition.classify(answer);
+      await budgets.learn(budgetKey(loaded.row, loaded.provider), null, readBudget(definition, answer, rateLimitOf(failure)));
+      return answer;
+    };
+    return Object.assign(Object.create(context) as ProviderContext, { request });
   }
 
   /**
@@ -322,9 +356,10 @@ export class TokenLifecycle {
         // A refresh shared with one that ended before this check looked (decision 49) asked the provider nothing:
         // no validation has happened since, and the live answer is still owed (decision 186).
         if (refreshed.row.lastValidatedAt?.getTime() !== loaded.row.lastValidatedAt?.getTime()) return { loaded: refreshed, outcome: { kind: 'refreshed' } };
-        return await this.validate(refreshed, actor, { settle });
+        return (await this.exhausted(refreshed)) ?? (await this.validate(refreshed, actor, { settle }));
       }
-      return await this.validate(loaded, actor, { settle });
+      // The account call is an API call: not sent while the account's budget is known exhausted (a refresh above is a token-endpoint call, never held back).
+      return (await this.exhausted(loaded)) ?? (await this.validate(loaded, actor, { settle }));
     } catch (error) {
       if (!(error instanceof JudgedFailure)) throw error;
       return { loaded: await loadById(this.deps, loaded.row.organizationId, loaded.row.id), outcome: { kind: error.kind, failure: error } };

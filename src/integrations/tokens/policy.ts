@@ -231,6 +231,14 @@ export class JudgedFailure extends Error {
 }
 
 /** Anything a provider call threw, judged at `point`: what is not a ProviderError (a bug in reading an answer) counts as `transient`. */
+/**
+ * The failure when it is the provider limiting the account (a rate limit), else null: what a
+ * provider budget learns a wait from (docs/contract.md §5f, integrations/budgets.ts).
+ */
+export function rateLimitOf(failure: ProviderError | null | undefined): ProviderError | null {
+  return failure?.kind === 'rateLimited' ? failure : null;
+}
+
 export function judged(error: unknown, point: FailurePoint, app: AppRef | null = null): JudgedFailure {
   if (error instanceof JudgedFailure) return error;
   const failure = error instanceof ProviderError ? error : new ProviderError('transient', 'provider call failed', { cause: error });

@@ -3767,7 +3767,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -3783,6 +3789,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3905,6 +3917,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3915,6 +3933,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -3930,7 +3954,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -3946,6 +3976,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4068,6 +4104,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4078,6 +4120,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4093,7 +4141,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4109,6 +4163,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4231,6 +4291,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4241,6 +4307,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4256,7 +4328,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4272,6 +4350,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4394,6 +4478,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4404,6 +4494,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4419,7 +4515,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4435,6 +4537,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4557,6 +4665,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4567,6 +4681,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4582,7 +4702,13 @@ export interface operations {
                 /** @description Selects that end user's integration; without it, the organization's own */
                 endUser?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Seconds (0–60, default 0) Tessera may wait for the provider's rate limit to reset, and retry an idempotent call (or one carrying `Idempotency-Key`) after a network error, a timeout or a 502/503/504, before answering (docs/contract.md §5f)
+                 * @example 30
+                 */
+                "tessera-max-wait"?: string;
+            };
             path: {
                 provider: string;
                 /**
@@ -4598,6 +4724,12 @@ export interface operations {
             /** @description The provider's answer, passed through */
             200: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4720,6 +4852,12 @@ export interface operations {
             /** @description The provider's redirect, passed through (not followed; its Location is withheld) */
             "3XX": {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
@@ -4730,6 +4868,12 @@ export interface operations {
             /** @description Any other status the provider answered with, passed through with its body */
             default: {
                 headers: {
+                    /** @description How many times the call was sent to the provider (0: refused before sending, the budget known exhausted) */
+                    "Tessera-Attempts"?: number;
+                    /** @description Milliseconds spent waiting for the provider's rate limit to reset (not back-off); absent when it did not wait */
+                    "Tessera-Waited"?: number;
+                    /** @description The next page of a list, as the part after `/v1/integrations/{provider}/proxy/` (e.g. `user/repos?page=2`), as the provider pages; absent on the last page */
+                    "Tessera-Next-Page"?: string;
                     "X-Request-ID": components["headers"]["X-Request-ID"];
                     [name: string]: unknown;
                 };
