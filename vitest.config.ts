@@ -33,6 +33,9 @@ export const SLOW = [
 
 const ALL = ['src/**/*.test.ts', 'test/**/*.test.ts'];
 
+/** Fast files that must not share a module graph with others. */
+const ISOLATED = ['test/traces.test.ts'];
+
 export default defineConfig({
   resolve: {
     // One graphql for everyone: Vite would pick its ESM build for our sources while mercurius
@@ -48,7 +51,10 @@ export default defineConfig({
     hookTimeout: 60_000,
     reporters: ['default'],
     projects: [
-      { extends: true, test: { name: 'fast', include: ALL, exclude: SLOW } },
+      // One module graph per worker, reused across files: a file no longer pays the app's imports again.
+      { extends: true, test: { name: 'fast', include: ALL, exclude: [...SLOW, ...ISOLATED], isolate: false } },
+      // Files that change process-wide state (OpenTelemetry's global tracer provider, instrumented modules) keep a graph of their own.
+      { extends: true, test: { name: 'fast-isolated', include: ISOLATED } },
       { extends: true, test: { name: 'slow', include: SLOW } },
     ],
   },
