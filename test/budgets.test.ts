@@ -184,6 +184,26 @@ describe('budgets learned from answers', () => {
   });
 });
 
+describe('budgets written by racing instances', () => {
+  it("an answer older than another instance's block never lifts or shortens it; a longer block lengthens it", async () => {
+    const budgets = t.app.services.budgets;
+    const key = { scope: 'github', accountId: 'race-account', organizationId: null, provider: 'github' };
+    const now = Date.now();
+    // One instance learns a 429 blocking for 60 s.
+    await budgets.learn(key, null, { remaining: 0, resetAt: null, blockedUntil: now + 60_000 });
+    const blocked = (await budgets.read(key))?.blockedUntil as number;
+    expect(blocked).toBeGreaterThan(now + 50_000);
+    // Another, which read nothing before the block, stores an earlier answer with calls left: the block stays.
+    await budgets.learn(key, null, { remaining: 10, resetAt: null, blockedUntil: null });
+    expect((await budgets.read(key))?.blockedUntil).toBe(blocked);
+    // A shorter block does not shorten it; a longer one lengthens it.
+    await budgets.learn(key, null, { remaining: 0, resetAt: null, blockedUntil: now + 5_000 });
+    expect((await budgets.read(key))?.blockedUntil).toBe(blocked);
+    await budgets.learn(key, null, { remaining: 0, resetAt: null, blockedUntil: now + 120_000 });
+    expect((await budgets.read(key))?.blockedUntil).toBeGreaterThan(blocked);
+  });
+});
+
 describe('Tessera-Max-Wait', () => {
   it('waits for a Retry-After that fits and sends again: Tessera-Waited and Tessera-Attempts', async () => {
     const account = await connected();

@@ -140,6 +140,8 @@ describe('the consent handoff', () => {
     expect(Object.fromEntries(new URL(denied.json().redirectTo).searchParams)).toEqual({ error: 'access_denied', error_description: expect.any(String), state: 'state-d', iss: PUBLIC });
     expect((await deny(apiToken, request)).statusCode).toBe(409);
     expect((await approve(apiToken, request, { scope: 'integrations:github:read' })).statusCode).toBe(409);
+    // Decided once: a second approval is a conflict whatever it asks, even a scope that would be refused.
+    expect((await approve(apiToken, request, { scope: 'integrations:nosuchprovider:write' })).statusCode).toBe(409);
     const unknown = await t.fastify.inject({ url: `/v1/oauth/authorizations/${'A'.repeat(43)}`, headers: bearer(apiToken) });
     expect(unknown.statusCode).toBe(404);
     expect(unknown.json().code).toBe('NOT_FOUND');

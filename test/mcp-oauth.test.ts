@@ -373,6 +373,15 @@ describe('refusals at the authorization endpoint', () => {
     expect(otherPort.status).toBe(200);
   });
 
+  it("shows the host the code goes to: a registered client's name is anyone's, so the page names the request's redirect URI's host, not another of its URIs", async () => {
+    const clientId = await register(['https://claude.example/cb', REDIRECT], 'Claude');
+    const { challenge } = pkce();
+    const page = await new FormBrowser().get(authorizeUrl(clientId, challenge));
+    expect(page.status, page.html).toBe(200);
+    expect(page.html).toContain(new URL(REDIRECT).host);
+    expect(page.html).not.toContain('claude.example');
+  });
+
   it('a missing or plain PKCE challenge, another resource, an unknown scope: a redirect back with the error, state and iss', async () => {
     const clientId = await register();
     const { challenge } = pkce();
@@ -499,6 +508,19 @@ describe('refusals at the token endpoint', () => {
     expect(again).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
     expect(await mcpStatus(pair.access_token)).toBe(401);
     expect(await token({ grant_type: 'refresh_token', refresh_token: pair.refresh_token, client_id: clientId })).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+  });
+
+  it('a code presented twice at the same moment: one pair is issued, and the grant it made is revoked all the same', async () => {
+    const clientId = await register();
+    const { verifier, challenge } = pkce();
+    const code = codeOf(await consent(new FormBrowser(), authorizeUrl(clientId, challenge), owner, { 'access.github': 'read', 'access.slack': 'none' }));
+    const params = { grant_type: 'authorization_code', code, code_verifier: verifier, client_id: clientId, redirect_uri: REDIRECT, resource: mcp };
+    const answers = await Promise.all([token(params), token(params)]);
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 400]);
+    const issued = answers.find((answer) => answer.status === 200)?.body as { access_token: string; refresh_token: string };
+    expect(answers.find((answer) => answer.status === 400)?.body.error).toBe('invalid_grant');
+    expect(await mcpStatus(issued.access_token)).toBe(401);
+    expect(await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id: clientId })).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
   });
 
   it('a wrong verifier, redirect URI, client or resource is refused and leaves the code usable by its client', async () => {

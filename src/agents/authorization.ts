@@ -114,7 +114,7 @@ export async function openAuthorization(deps: AuthorizationDeps, db: Db, query: 
     kind: 'pending',
     requestId,
     client,
-    request: { idHash: hashToken(requestId), client: { id: client.id, name: client.name, host: clientHost(client) }, redirectUri, scopes, expiresAt, status: 'pending' },
+    request: { idHash: hashToken(requestId), client: { id: client.id, name: client.name, host: clientHost(client.id, redirectUri) }, redirectUri, scopes, expiresAt, status: 'pending' },
   };
 }
 
@@ -123,15 +123,7 @@ export async function findAuthorization(db: Db, requestId: string): Promise<Pend
   if (!SECRET.test(requestId)) return null;
   const [row] = await db.select().from(oauthAuthorizations).where(eq(oauthAuthorizations.idHash, hashToken(requestId)));
   if (!row || row.expiresAt <= new Date()) return null;
-  const host = (() => {
-    try {
-      const url = new URL(row.clientId.startsWith('http') ? row.clientId : row.redirectUri);
-      return url.host || url.protocol;
-    } catch {
-      return '';
-    }
-  })();
-  return { idHash: row.idHash, client: { id: row.clientId, name: row.clientName, host }, redirectUri: row.redirectUri, scopes: row.scopes, expiresAt: row.expiresAt, status: row.status };
+  return { idHash: row.idHash, client: { id: row.clientId, name: row.clientName, host: clientHost(row.clientId, row.redirectUri) }, redirectUri: row.redirectUri, scopes: row.scopes, expiresAt: row.expiresAt, status: row.status };
 }
 
 /** What the person (or the product's token) chose. */
@@ -340,7 +332,12 @@ export async function exchangeCode(deps: AuthorizationDeps, work: Work, params: 
     .set({ codeUsedAt: new Date(), grantId: values.id })
     .where(and(eq(oauthAuthorizations.idHash, row.idHash), isNull(oauthAuthorizations.codeUsedAt)))
     .returning({ idHash: oauthAuthorizations.idHash });
-  if (!taken) throw new OAuthError('invalid_grant', 'The code is invalid, expired or used');
+  if (!taken) {
+    // The other presentation won (this statement waited for it to commit): a code used twice ends what its first use made, whichever came first.
+    const [winner] = await work.db.select({ grantId: oauthAuthorizations.grantId }).from(oauthAuthorizations).where(eq(oauthAuthorizations.idHash, row.idHash));
+    if (winner?.grantId) await endGrant(work, row.organizationId, winner.grantId, 'code_reused');
+    throw new OAuthError('invalid_grant', 'The code is invalid, expired or used');
+  }
   const [grant] = await work.db.insert(oauthGrants).values(values).returning();
   if (!grant) throw new Error('grant not stored');
   await recordAudit(work.db, work.actor, {

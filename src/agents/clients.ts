@@ -252,10 +252,14 @@ export async function resolveClient(deps: ClientDeps, clientId: string): Promise
   return { id: clientId, name: fetched.name, redirectUris: fetched.redirectUris };
 }
 
-/** The host a person is shown for a client: its document's, else its first redirect URI's (a private-use scheme shows as itself). */
-export function clientHost(client: McpClient): string {
+/**
+ * The host a person is shown for a client: its document's (the party that chose its redirect
+ * URIs), else — a registered client, whose name anyone may choose — the host of the redirect URI
+ * this request sends the code to (a private-use scheme shows as itself), never another one of its URIs.
+ */
+export function clientHost(clientId: string, redirectUri: string): string {
   try {
-    const url = new URL(ULID.test(client.id) ? (client.redirectUris[0] ?? '') : client.id);
+    const url = new URL(ULID.test(clientId) ? redirectUri : clientId);
     return url.host || url.protocol;
   } catch {
     return '';

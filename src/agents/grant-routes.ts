@@ -195,6 +195,8 @@ export function grantRoutes(app: TypedFastify, services: Services): void {
       const body = request.body;
       const found = await findAuthorization(services.db, request.params.id);
       if (!found) throw new AppError('NOT_FOUND', { message: 'No such authorization request (unknown or expired)' });
+      // Decided once: a second approval is 409 whatever it asks, before its choices are checked.
+      if (found.status !== 'pending') throw new AppError('CONFLICT', { message: 'This authorization request was decided already' });
       let organizationId: string;
       if (principal.kind === KIND.service_token) {
         if (!body.organizationId) throw new AppError('INVALID_INPUT', { message: 'A service token names the organization', details: [{ path: 'organizationId', message: 'is required for a service token' }] });

@@ -126,5 +126,9 @@ export const oauthRefreshTokens = pgTable(
     usedAt: time('used_at'),
     createdAt: createdAt(),
   },
-  (t) => [foreignKey({ name: 'oauth_refresh_tokens_grant_fk', columns: [t.organizationId, t.grantId], foreignColumns: [oauthGrants.organizationId, oauthGrants.id] }).onDelete('cascade')],
+  (t) => [
+    foreignKey({ name: 'oauth_refresh_tokens_grant_fk', columns: [t.organizationId, t.grantId], foreignColumns: [oauthGrants.organizationId, oauthGrants.id] }).onDelete('cascade'),
+    // Ending a grant marks its refresh tokens, and deleting it cascades: by (organization, grant), not a scan.
+    index('oauth_refresh_tokens_grant_idx').on(t.organizationId, t.grantId),
+  ],
 );

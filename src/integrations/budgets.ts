@@ -85,26 +85,36 @@ export function readBudget(definition: ProviderDefinition, answer: Pick<Provider
   for (const pair of definition.budgetHeaders) {
     const left = answer.headers.get(pair.remaining)?.trim();
     if (left === undefined || !/^\d+$/.test(left)) continue;
-    remaining = Number(left);
+    // Another resource's budget (GitHub's `search`) says nothing about the account's: not learned, not even its rate limit.
+    const resource = pair.resource && answer.headers.get(pair.resource.header)?.trim().toLowerCase();
+    if (pair.resource && resource && !pair.resource.equals.includes(resource)) return null;
+    remaining = Math.min(Number(left), MAX_REMAINING);
     resetAt = resetTime(answer.headers.get(pair.reset), now);
     break;
   }
   if (rateLimited) {
     const seconds = rateLimited.retryAfter ?? retryAfterSeconds(answer, undefined, now);
-    return { remaining: remaining ?? 0, resetAt, blockedUntil: now + seconds * 1000 };
+    return { remaining: remaining ?? 0, resetAt, blockedUntil: now + Math.min(Math.max(seconds, 0), MAX_BLOCK_SECONDS) * 1000 };
   }
   if (remaining === null) return null;
   return { remaining, resetAt, blockedUntil: remaining === 0 && resetAt !== null && resetAt > now ? resetAt : null };
 }
 
-/** A reset header's time: epoch milliseconds or seconds when larger than the current epoch time, else seconds from now. */
+/** The longest a provider's answer may block an account: a day (Zoom's daily limit), whatever a header claims. */
+const MAX_BLOCK_SECONDS = 24 * 60 * 60;
+/** The column is an `integer`. */
+const MAX_REMAINING = 2 ** 31 - 1;
+
+/**
+ * A reset header's time: epoch milliseconds (> 1e12) or epoch seconds (> 1e9) — one already past
+ * is in the past, never read as a delay — else seconds from now; at most a day ahead.
+ */
 function resetTime(value: string | null, now: number): number | null {
   const text = value?.trim();
-  if (!text || !/^\d+(\.\d+)?$/.test(text)) return null;
+  if (!text || !/^\d{1,20}(\.\d+)?$/.test(text)) return null;
   const n = Number(text);
-  if (n > 1e12) return n;
-  if (n > now / 1000) return n * 1000;
-  return now + n * 1000;
+  const at = n > 1e12 ? n : n > 1e9 ? n * 1000 : now + n * 1000;
+  return Math.min(at, now + MAX_BLOCK_SECONDS * 1000);
 }
 
 /** Whether storing `learned` changes what the next call does, given what was read (`known`): its block, to the second. */
@@ -119,7 +129,9 @@ const UPSERT = new HotStatement(sql`INSERT INTO provider_budgets (scope, account
   VALUES (${sql.placeholder('scope')}, ${sql.placeholder('accountId')}, ${sql.placeholder('organizationId')}, ${sql.placeholder('provider')}, ${sql.placeholder('remaining')}::int,
     ${sql.placeholder('resetAt')}::timestamptz, ${sql.placeholder('blockedUntil')}::timestamptz, now())
   ON CONFLICT (scope, account_id) DO UPDATE SET organization_id = excluded.organization_id, remaining = excluded.remaining, reset_at = excluded.reset_at,
-    blocked_until = excluded.blocked_until, updated_at = now()`);
+    blocked_until = excluded.blocked_until, updated_at = now()
+  -- Instances race: an answer older than another instance's block must not lift it or shorten it; a block only lengthens until it has passed.
+  WHERE provider_budgets.blocked_until IS NULL OR provider_budgets.blocked_until <= now() OR excluded.blocked_until > provider_budgets.blocked_until`);
 
 const READ = new HotStatement<{ b: Record<string, unknown> }>(
   sql`SELECT row_to_json(b) AS b FROM provider_budgets b WHERE b.scope = ${sql.placeholder('scope')} AND b.account_id = ${sql.placeholder('accountId')}`,
@@ -151,7 +163,8 @@ export class ProviderBudgets {
   async learn(key: BudgetKey, known: Budget | null, learned: Budget | null): Promise<Budget | null> {
     if (!learned) return known;
     if (!changes(known, learned)) return known;
-    const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+    // A time no Date can hold (readBudget bounds them; this is the last guard) is not stored: never a 500 for the caller.
+    const iso = (ms: number | null) => (ms === null || !Number.isFinite(ms) || Math.abs(ms) > 8.64e15 ? null : new Date(ms).toISOString());
     const write = UPSERT.rows(this.db, {
       scope: key.scope,
       accountId: key.accountId,

@@ -208,7 +208,7 @@ async function pacedCall(deps: ProxyDeps, call: ProxyCall, tally: Tally): Promis
     key: budgetKey(loaded.row, loaded.provider),
     known: read.budget,
     deadline: Date.now() + (call.maxWaitSeconds ?? 0) * 1000,
-    retryable: IDEMPOTENT_METHODS.has(call.method) || typeof call.headers['idempotency-key'] === 'string',
+    retryable: IDEMPOTENT_METHODS.has(call.method) || (typeof call.headers['idempotency-key'] === 'string' && call.headers['idempotency-key'].trim() !== ''),
   };
 
   // The lifecycle carries out what the answer means: its recheck runs this attempt once more with a newer token.

@@ -61,6 +61,7 @@ CREATE TABLE "oauth_refresh_tokens" (
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL
 );
 --> statement-breakpoint
+CREATE INDEX "oauth_refresh_tokens_grant_idx" ON "oauth_refresh_tokens" USING btree ("organization_id","grant_id");--> statement-breakpoint
 ALTER TABLE "oauth_refresh_tokens" ADD CONSTRAINT "oauth_refresh_tokens_grant_fk" FOREIGN KEY ("organization_id","grant_id") REFERENCES "public"."oauth_grants"("organization_id","id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "agent_capabilities" ADD COLUMN "grant_id" text;--> statement-breakpoint
 CREATE INDEX "agent_capabilities_grant_idx" ON "agent_capabilities" USING btree ("organization_id","grant_id") WHERE "grant_id" IS NOT NULL;

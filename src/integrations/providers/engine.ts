@@ -71,7 +71,8 @@ export function defineProvider(spec: ProviderSpec): ProviderDefinition {
 
 /** The budget headers of any provider (docs/contract.md §5f): GitHub's, then the IETF `RateLimit-*` ones (GitLab sends both spellings). */
 const BUDGET_HEADERS: readonly BudgetHeaders[] = [
-  { remaining: 'x-ratelimit-remaining', reset: 'x-ratelimit-reset' },
+  // GitHub keeps a budget per resource and names it: only the REST API's own (`core`) stands for the account.
+  { remaining: 'x-ratelimit-remaining', reset: 'x-ratelimit-reset', resource: { header: 'x-ratelimit-resource', equals: ['core'] } },
   { remaining: 'ratelimit-remaining', reset: 'ratelimit-reset' },
 ];
 

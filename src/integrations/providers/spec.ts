@@ -110,6 +110,12 @@ export interface ApiSpec {
 export interface BudgetHeaders {
   remaining: string;
   reset: string;
+  /**
+   * Learn from this pair only when the answer's `header` is absent or equals one of `equals`: a
+   * provider that keeps budgets per resource (GitHub's `x-ratelimit-resource`: `core`, `search`,
+   * `graphql`, …) spending a smaller one must not block the account's calls to the others.
+   */
+  resource?: { header: string; equals: readonly string[] };
 }
 
 /**
