@@ -250,7 +250,12 @@ describe('Tessera-Max-Wait', () => {
       const res = await call(t.fastify, account.token, 'github/proxy/user', { headers: { 'tessera-max-wait': value } });
       expect(res.statusCode, value).toBe(400);
       expect(res.json().code).toBe('INVALID_INPUT');
+      // Errors included, every proxied answer says how many sends it took: none here.
+      expect(res.headers['tessera-attempts'], value).toBe('0');
     }
+    const unknown = await call(t.fastify, account.token, 'nosuchprovider/proxy/user');
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.headers['tessera-attempts']).toBe('0');
     expect((await call(t.fastify, account.token, 'github/proxy/user', { headers: { 'tessera-max-wait': '60' } })).statusCode).toBe(200);
   });
 });

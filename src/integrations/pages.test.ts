@@ -25,6 +25,9 @@ describe('each built-in definition', () => {
   it('Slack: response_metadata.next_cursor → cursor; none on the last page', () => {
     const base = 'https://slack.com/api';
     const target = new URL(`${base}/conversations.list?limit=2`);
+    // Only a JSON answer is read for a cursor: one that says it is something else is not parsed.
+    expect(nextPage(pagination('slack'), answer({ ok: true, response_metadata: { next_cursor: 'abc' } }, { 'content-type': 'application/json; charset=utf-8' }), target, base)).toBe('conversations.list?limit=2&cursor=abc');
+    expect(nextPage(pagination('slack'), answer({ ok: true, response_metadata: { next_cursor: 'abc' } }, { 'content-type': 'text/html' }), target, base)).toBeNull();
     expect(nextPage(pagination('slack'), answer({ ok: true, response_metadata: { next_cursor: 'dXNlcjpVMDYxTkZUVDI=' } }), target, base)).toBe('conversations.list?limit=2&cursor=dXNlcjpVMDYxTkZUVDI%3D');
     expect(nextPage(pagination('slack'), answer({ ok: true, response_metadata: { next_cursor: '' } }), target, base)).toBeNull();
   });

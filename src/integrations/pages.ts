@@ -9,6 +9,9 @@ import { parseJson, valueAt } from './providers/json.ts';
 import type { PaginationSpec } from './providers/spec.ts';
 import type { ProviderAnswer } from './providers/transport.ts';
 
+/** The largest body read for a cursor or next URL (1 MiB): list pages are far smaller. */
+const MAX_PAGE_BODY = 1024 * 1024;
+
 /**
  * The next page's `<path?query>` relative to the API base `base`, or null. `target` is the URL the
  * call was sent to, without the credentials a definition carries in the query: `hidden` names those
@@ -21,6 +24,9 @@ export function nextPage(pagination: PaginationSpec | null, answer: Pick<Provide
     const link = nextLink(answer.headers.get('link'));
     next = link === null ? null : parseUrl(link, target);
   } else {
+    // Parsed only for this: an answer that says it is not JSON, or is larger than any page of a list, has no cursor worth a parse.
+    const type = answer.headers.get('content-type');
+    if ((type && !/json/i.test(type)) || answer.body.length > MAX_PAGE_BODY) return null;
     const body = parseJson(answer.body.toString('utf8'));
     if (pagination.type === 'next_url') {
       const url = read(body, pagination.from);

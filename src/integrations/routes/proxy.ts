@@ -48,6 +48,11 @@ export function proxyRoute(app: TypedFastify, services: Services): void {
         default: { description: 'Any other status the provider answered with, passed through with its body', headers: PACING_HEADERS },
       },
     },
+    // Every proxied answer carries `Tessera-Attempts`, errors included (docs/contract.md §5f): one refused before any send says 0.
+    onSend: async (_request, reply, payload) => {
+      if (!reply.hasHeader('tessera-attempts')) reply.header('tessera-attempts', '0');
+      return payload;
+    },
     handler: async (request, reply) => {
       const principal = member(request);
       if (principal.viaCookie) throw new AppError('UNAUTHENTICATED', { message: 'Proxy calls need credentials in the Authorization header' });
