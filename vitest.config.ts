@@ -20,9 +20,11 @@ export const SLOW = [
   'test/page.test.ts',
   // spawned `tessera` processes (servers, the CLI on a local store, npm pack/install)
   'test/cli-fakes.test.ts',
+  'test/cli-help.test.ts',
   'test/cli-local.test.ts',
   'test/cli-service-tokens.test.ts',
   'test/database-outage.test.ts',
+  'test/logs.test.ts',
   'test/demo.test.ts',
   'test/client-package.test.ts',
   'test/processes.test.ts',
