@@ -56,19 +56,11 @@ export const CASES: HttpCase[] = [
     request: (f) => ({ path: '/v1/integrations/oauth/start', ...jsonBody(f.jwt, { provider: 'github', redirectUri: `${f.base}/` }) }),
   },
   {
-    // The proxy before issue 40 (a bench-only route, bench/fixture.ts): case `proxy` is compared with it (docs/benchmarks.md).
-    name: 'GET …/proxy/user, without the budget step (the proxy before issue 40)',
-    id: 'proxy-unpaced',
-    request: (f) => ({ path: '/bench/proxy-unpaced', headers: f.jwt }),
-    noSameWork: "its work includes the provider's answer, which a replay of its statements would not wait for",
-  },
-  {
-    // The direct call the MCP tool call (case `mcp`) is compared with; itself compared with the proxy before its budget step.
+    // The direct call the MCP tool call (case `mcp`) is compared with.
     name: 'GET …/proxy/user (fake GitHub in-process)',
     id: 'proxy',
     request: (f) => ({ path: '/v1/integrations/github/proxy/user', headers: f.jwt }),
     noSameWork: "its work includes the provider's answer, which a replay of its statements would not wait for",
-    compareWith: 'proxy-unpaced',
   },
   {
     name: 'POST /mcp tools/call github_api GET /user (read capability)',

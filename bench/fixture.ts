@@ -15,10 +15,7 @@ import type { Principal } from '../src/ground/principal.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { createApiToken } from '../src/identity/access-tokens.ts';
 import { createServiceToken } from '../src/identity/service-tokens.ts';
-import { requestActor } from '../src/http/unit-of-work.ts';
-import { PROXY_MAX_BYTES, RESPONSE_HEADERS, toResponse } from '../src/integrations/proxy.ts';
 import { replaceSecrets } from '../src/integrations/secrets.ts';
-import { presented } from '../src/integrations/tokens/mint.ts';
 import type { Services } from '../src/services.ts';
 import { startFakeGitHub } from '../test/fakes/github.ts';
 import { startFakeStripe } from '../test/fakes/providers/stripe.ts';
@@ -122,28 +119,6 @@ export async function startFixture(): Promise<Fixture> {
         fastify.get('/bench/unprepared', bare, async () => {
           const [row] = await queryRows(services.db, sql`SELECT id, name FROM organizations WHERE id = ${organizationId}`);
           return { row: row ?? null };
-        });
-        // The proxy as it was before issue 40, for case `proxy` to be compared with in the same run: the integration's read
-        // without its budget, one send, the answer classified — no budget checked or learned, no pages, no pacing headers.
-        fastify.get('/bench/proxy-unpaced', { config: { auth: 'authenticated', errors: [] }, schema: { hide: true } }, async (request, reply) => {
-          const principal = request.ctx.principal as Principal;
-          const actor = requestActor(request);
-          const loaded = await services.lifecycle.usable(await services.lifecycle.reads.loadForUse(principal.organizationId, 'github', null), actor);
-          const base = loaded.provider.contextFor(loaded.row.metadata).endpoints.apiUrl;
-          const { definition } = loaded.provider;
-          const carried = definition.carry(presented(loaded) ?? '');
-          const headers: Record<string, string> = { 'user-agent': 'Tessera', ...definition.apiHeaders };
-          for (const [name, value] of Object.entries(carried.headers)) headers[name.toLowerCase()] = value;
-          const answer = await loaded.provider.send({ url: new URL(`${base}/user`), method: 'GET', headers }, PROXY_MAX_BYTES);
-          if (definition.classify(toResponse(answer))) throw new Error('the provider refused the benchmark call');
-          reply.code(answer.status as 200);
-          for (const name of RESPONSE_HEADERS) {
-            const value = answer.headers.get(name);
-            if (value !== null) reply.header(name, value);
-          }
-          reply.header('x-content-type-options', 'nosniff');
-          reply.header('content-security-policy', 'sandbox');
-          return answer.body;
         });
         // A case's own statements, replayed: its database work with nothing of Tessera around it.
         fastify.get<{ Params: { case: string } }>('/bench/same/:case', bare, async (request) => {

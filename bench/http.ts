@@ -22,7 +22,7 @@ const DURATION = Number(process.env.BENCH_DURATION ?? (SMOKE ? 1 : 4));
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (SMOKE ? 1 : 2));
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 
-interface Measured {
+export interface Measured {
   /** CPU time of this process (app and autocannon) per request, µs: less noisy than req/s on a shared host. */
   cpuUs: number;
   /** CPU time of the local PostgreSQL server per request, µs (NaN when it is not local or not PostgreSQL). */
@@ -53,7 +53,8 @@ export interface HttpResult extends Measured {
 /** 'postgres' when the benchmark's PostgreSQL may be this host's (its CPU is then read from /proc). */
 type LocalDatabase = 'postgres' | null;
 
-async function run(url: string, options: HttpRequest, local: LocalDatabase = null, duration = DURATION): Promise<Measured> {
+/** One autocannon measurement of `url` (also bench/trees.ts's burst). */
+export async function run(url: string, options: HttpRequest, local: LocalDatabase = null, duration = DURATION): Promise<Measured> {
   const cpu = process.cpuUsage();
   const db = local === 'postgres' ? postgresCpuUs() : null;
   const result = await autocannon({

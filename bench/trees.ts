@@ -12,9 +12,9 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import autocannon from 'autocannon';
 import type { HttpCase } from './cases.ts';
 import type { Fixture } from './fixture.ts';
+import { type Measured, run } from './http.ts';
 
 const ROUNDS = Number(process.env.PAIR_ROUNDS ?? 10);
 const DURATION = Number(process.env.PAIR_DURATION ?? 3);
@@ -33,21 +33,12 @@ async function load(name: Tree['name'], root: string): Promise<Tree> {
   return { name, fixture: await startFixture(), cases: CASES };
 }
 
-async function burst(tree: Tree, id: string, duration: number): Promise<{ rps: number; cpuUs: number; failed: number }> {
+/** One burst of case `id` against `tree`'s fixture (http.ts's measurement). */
+function burst(tree: Tree, id: string, duration: number): Promise<Measured> {
   const c = tree.cases.find((candidate) => candidate.id === id);
   if (!c) throw new Error(`the ${tree.name} tree has no case ${id}`);
   const { path, ...options } = c.request(tree.fixture);
-  const cpu = process.cpuUsage();
-  const result = await autocannon({
-    url: `${tree.fixture.base}${path}`,
-    method: (options.method ?? 'GET') as 'GET',
-    headers: options.headers ?? {},
-    ...(options.body ? { body: options.body } : {}),
-    connections: CONNECTIONS,
-    duration,
-  });
-  const used = process.cpuUsage(cpu);
-  return { rps: result.requests.average, cpuUs: (used.user + used.system) / Math.max(1, result.requests.total), failed: result.non2xx + result.errors + result.timeouts };
+  return run(`${tree.fixture.base}${path}`, options, null, duration);
 }
 
 const mean = (xs: number[]) => xs.reduce((sum, x) => sum + x, 0) / xs.length;
@@ -66,7 +57,7 @@ if (!beforeRoot || ids.length === 0) {
 const trees = [await load('before', beforeRoot), await load('after', resolve(import.meta.dirname, '..'))] as const;
 let failed = 0;
 try {
-  const seen = new Map<string, { before: { rps: number; cpuUs: number }[]; after: { rps: number; cpuUs: number }[] }>();
+  const seen = new Map<string, { before: Measured[]; after: Measured[] }>();
   for (const id of ids) {
     seen.set(id, { before: [], after: [] });
     // Warm-up of both trees' code paths, not measured.
@@ -85,7 +76,7 @@ try {
   console.log(`${trees[1].fixture.database.kind}, before = ${beforeRoot}, ${ROUNDS} rounds of ${DURATION} s per case and tree, ${CONNECTIONS} connections`);
   console.log('| case | req/s before | req/s after | after ÷ before (means) | paired per round: median (min–max) | CPU µs/req before / after |\n|---|---|---|---|---|---|');
   for (const [id, { before, after }] of seen) {
-    const ratios = after.map((m, n) => m.rps / (before[n] as { rps: number }).rps);
+    const ratios = after.map((m, n) => m.rps / (before[n] as Measured).rps);
     const rps = { before: mean(before.map((m) => m.rps)), after: mean(after.map((m) => m.rps)) };
     const cpu = { before: mean(before.map((m) => m.cpuUs)), after: mean(after.map((m) => m.cpuUs)) };
     console.log(

@@ -29,9 +29,6 @@ const USE_SELECT = sql`SELECT row_to_json(i) AS integration, s.key_id, s.envelop
   FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')}`;
 const USE_INTEGRATION = sql`i AS (SELECT * FROM integrations WHERE ${integrationKey(p('organizationId'), p('providerId'), p('endUserKey'))})`;
 
-/** `loadForUse` without an audit row (proxy calls audit on their own). */
-const USE = new HotStatement<UseRow>(sql`WITH ${USE_INTEGRATION} ${USE_SELECT}`);
-
 /** `loadForCall`: the integration, its access token and its provider budget (docs/contract.md §5f) in one statement. */
 const CALL = new HotStatement<UseRow & { budget: Record<string, unknown> | null }>(sql`WITH ${USE_INTEGRATION} SELECT row_to_json(i) AS integration, s.key_id, s.envelope, row_to_json(b) AS budget
   FROM i LEFT JOIN integration_secrets s ON s.organization_id = i.organization_id AND s.integration_id = i.id AND s.name = ${p('secretName')} ${BUDGET_JOIN}`);
@@ -176,26 +173,26 @@ export class FastReads {
 
   /**
    * The integration of `providerId` for the end user `endUserId` (null: the organization's
-   * own) and its access token in one statement which, when `audit` is given, writes the audit
-   * row too; only the access token is decrypted.
+   * own) and its access token in one statement which writes the audit row too; only the access
+   * token is decrypted. (An API call reads with `loadForCall`, and audits on its own.)
    */
-  async loadForUse(organizationId: string, providerId: string, endUserId: string | null, audit?: { actor: AuditActor; action: string }): Promise<LoadedIntegration> {
+  async loadForUse(organizationId: string, providerId: string, endUserId: string | null, audit: { actor: AuditActor; action: string }): Promise<LoadedIntegration> {
     const provider = this.deps.providers.get(providerId);
     if (!provider) throw new AppError('INTEGRATION_NOT_FOUND');
-    const principal = audit?.actor.principal ?? null;
-    const values = { organizationId, providerId, endUserKey: endUserKey(endUserId), secretName: secretName(providerId, provider.definition.presents) };
-    const [found] = audit
-      ? await USE_AUDITED.rows(this.deps.db, {
-          ...values,
-          auditId: nextAuditId(),
-          action: audit.action,
-          requestId: audit.actor.requestId,
-          actorUserId: principal?.userId ?? null,
-          impersonatorId: principal?.impersonatorId ?? null,
-          credentialKind: principal?.kind ?? null,
-          credentialId: principal?.credentialId ?? null,
-        })
-      : await USE.rows(this.deps.db, values);
+    const principal = audit.actor.principal;
+    const [found] = await USE_AUDITED.rows(this.deps.db, {
+      organizationId,
+      providerId,
+      endUserKey: endUserKey(endUserId),
+      secretName: secretName(providerId, provider.definition.presents),
+      auditId: nextAuditId(),
+      action: audit.action,
+      requestId: audit.actor.requestId,
+      actorUserId: principal?.userId ?? null,
+      impersonatorId: principal?.impersonatorId ?? null,
+      credentialKind: principal?.kind ?? null,
+      credentialId: principal?.credentialId ?? null,
+    });
     if (!found) throw new AppError('INTEGRATION_NOT_FOUND');
     return this.loaded(found.integration, provider, found);
   }
