@@ -4,9 +4,10 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PGlite, PGliteOptions } from '@electric-sql/pglite';
-import { getTableColumns, type SQL, sql } from 'drizzle-orm';
+import { fillPlaceholders, getTableColumns, type SQL, sql } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTable } from 'drizzle-orm/pg-core';
 import { tracePglite } from '../telemetry/tracing.ts';
+import { installNamedQueries, namedQueries } from './pglite-named.ts';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -133,21 +134,25 @@ function queryObserver(onQuery: ((query: string) => void) | undefined): { logger
  * file under DATA_DIR refuses a second process on the same directory.
  */
 export async function openPglite(options: PgliteOptions): Promise<Database> {
-  const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
+  const [{ PGlite, protocol, parse }, { drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
     import('@electric-sql/pglite'),
     import('drizzle-orm/pglite'),
     import('drizzle-orm/pglite/migrator'),
   ]);
+  const withNamed = (created: PGlite) => {
+    installNamedQueries(created, protocol, parse.parseResults);
+    return created;
+  };
   const inMemory = options.dataDir.startsWith('memory://');
   let releaseLock = () => {};
   let client: PGlite;
   if (inMemory) {
-    client = tracePglite(await PGlite.create({ ...options.start }));
+    client = tracePglite(withNamed(await PGlite.create({ ...options.start })));
   } else {
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     releaseLock = lockDataDir(options.dataDir);
     try {
-      client = tracePglite(await PGlite.create({ dataDir: join(options.dataDir, 'pglite') }));
+      client = tracePglite(withNamed(await PGlite.create({ dataDir: join(options.dataDir, 'pglite') })));
     } catch (error) {
       releaseLock();
       throw error;
@@ -229,6 +234,11 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
 }
 
 const dialect = new PgDialect();
+/** Rows as drizzle's PGlite session returns them (its `rawQueryConfig`): timestamp, timestamptz, interval, date and their arrays (and numeric[]) as text, by type oid. */
+const PGLITE_ROWS = {
+  rowMode: 'object' as const,
+  parsers: Object.fromEntries([1114, 1184, 1186, 1082, 1231, 1115, 1185, 1187, 1182].map((oid) => [oid, (value: string) => value])),
+};
 const statementName = (text: string) => `t_${createHash('sha1').update(text).digest('base64url')}`;
 
 type Prepared = ReturnType<Db['_']['session']['prepareQuery']>;
@@ -237,8 +247,8 @@ type Prepared = ReturnType<Db['_']['session']['prepareQuery']>;
  * A statement of the hot paths (authentication, token reads), written once with
  * `sql.placeholder(name)` for its values: its text is built once, and on PostgreSQL it is
  * prepared once per connection, named after its text, so the server parses it once and
- * reuses its plan — planning was most of the database's time on a token read. PGlite
- * ignores the name.
+ * reuses its plan — planning was most of the database's time on a token read. On PGlite it
+ * is prepared once per database the same way (db/pglite-named.ts, decision 330).
  */
 export class HotStatement<T> {
   private readonly query: ReturnType<PgDialect['sqlToQuery']>;
@@ -252,6 +262,12 @@ export class HotStatement<T> {
 
   async rows(db: Db, values: Record<string, unknown>): Promise<T[]> {
     const session = db._.session;
+    const named = namedQueries((session as unknown as { client?: unknown }).client);
+    if (named) {
+      const params = fillPlaceholders(this.query.params, values);
+      (session as unknown as { logger: { logQuery(query: string, params: unknown[]): void } }).logger.logQuery(this.query.sql, params);
+      return (await named.queryNamed<T>(this.name, this.query.sql, params, PGLITE_ROWS)).rows;
+    }
     let prepared = this.byHandle.get(session);
     if (!prepared) {
       prepared = session.prepareQuery(this.query, undefined, this.name, false);

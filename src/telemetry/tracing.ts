@@ -75,10 +75,11 @@ export function routeTracer(): ((route: string | undefined) => void) | null {
   return traceHooks ? (route) => route !== undefined && traceHooks.route(route) : null;
 }
 
-type Query = (text: unknown, ...rest: unknown[]) => Promise<unknown>;
+type Query = (...args: unknown[]) => Promise<unknown>;
 /** What of PGlite (or one of its transactions) is wrapped. */
 interface Queryable {
   query: Query;
+  queryNamed?: Query;
 }
 
 /** The statement's first keyword (SELECT, INSERT, WITH…): the span's name, as instrumentation-pg names its own. */
@@ -94,14 +95,20 @@ function operation(text: unknown): string {
 export function tracePglite<C extends object>(client: C): C {
   const traceHooks = hooks;
   if (!traceHooks) return client;
-  const wrapQuery = (target: Queryable) => {
-    const query = target.query.bind(target);
-    target.query = (text, ...rest) =>
-      !traceHooks.inTrace()
-        ? query(text, ...rest)
+  const traced =
+    (run: Query, textAt: number): Query =>
+    (...args) => {
+      const text = args[textAt];
+      return !traceHooks.inTrace()
+        ? run(...args)
         : traceHooks.span(`pglite.query:${operation(text)}`, 'client', { 'db.system.name': 'postgresql', 'db.operation.name': operation(text), 'db.query.text': typeof text === 'string' ? text : undefined }, () =>
-            query(text, ...rest),
+            run(...args),
           );
+    };
+  const wrapQuery = (target: Queryable) => {
+    target.query = traced(target.query.bind(target), 0);
+    // Hot statements run by name (db/pglite-named.ts): `queryNamed(name, text, params, options)`.
+    if (target.queryNamed) target.queryNamed = traced(target.queryNamed.bind(target), 1);
   };
   const target = client as unknown as Queryable & { transaction(fn: (tx: Queryable) => Promise<unknown>): Promise<unknown> };
   wrapQuery(target);
