@@ -23,8 +23,8 @@ let slack: FakeProvider;
 const stores: Store[] = [];
 
 /** A store of this file's, dropped at the end. */
-async function store(seeded = false): Promise<Store> {
-  const made = seeded ? await seededStore(gh, 'keeper') : await emptyStore();
+async function store(seeded = false, options: { initdb?: boolean } = {}): Promise<Store> {
+  const made = seeded ? await seededStore(gh, 'keeper') : await emptyStore(options);
   stores.push(made);
   return made;
 }
@@ -153,7 +153,8 @@ describe('tessera doctor', () => {
   });
 
   it('fails on a provider endpoint on a closed port or one that never answers, with the setting to fix', async () => {
-    const fresh = await store();
+    // A DATA_DIR with nothing in it yet: the embedded database is "not created yet", which is fine.
+    const fresh = await store(false, { initdb: true });
     const silent = await silentServer();
     try {
       const closed = await freePort();

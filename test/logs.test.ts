@@ -1,13 +1,12 @@
 // Logs an operator can follow (docs/contract.md §10 "Logs", decision 147): a line for a connect and for
 // a status change, the request's id on every line written while it runs — whichever logger writes
 // it — and, with LOG_FORMAT=pretty, one readable line per entry with the same redaction.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
+import { newDataDir } from './helpers/database.ts';
 import { bearer, registerAndLogin } from './helpers/identity.ts';
 import { spawnService, waitFor } from './helpers/process.ts';
 import { providerEnv, startFlow } from './helpers/providers.ts';
@@ -81,7 +80,7 @@ describe('log lines of a connect and an invalidation', () => {
 });
 
 describe('LOG_FORMAT=pretty', () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tessera-pretty-'));
+  const dataDir = newDataDir('tessera-pretty-');
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it('prints one readable line per entry — time, level, the request id, the message and its fields — redacted like JSON lines', async () => {

@@ -283,7 +283,7 @@ describe(`the audit log, filtered (${backend})`, () => {
 });
 
 describe(`retention (${backend})`, () => {
-  it('purges old finished sessions, deliveries, expired states and provider delivery ids in small batches, once across instances, keeps audit rows, and counts it in /metrics', async () => {
+  it('purges old finished sessions, deliveries, expired states, provider delivery ids and untouched provider budgets in small batches, once across instances, keeps audit rows, and counts it in /metrics', async () => {
     // Its own app: a configured (unreachable) webhook gives events their deliveries; nothing runs in the background.
     const r = await createTestApp({
       background: false,
@@ -322,13 +322,23 @@ describe(`retention (${backend})`, () => {
       for (const [id, received] of [['old-delivery', at(31)], ['recent-delivery', at(1)]] as const) {
         await db.execute(sql`INSERT INTO provider_event_deliveries (provider, delivery_id, received_at) VALUES ('github', ${id}, ${received})`);
       }
+      // Provider budgets: one last updated 31 days ago, one yesterday, one 31 days ago still blocking (a clock's leap: kept).
+      for (const [scope, updated, blocked] of [
+        ['old', at(31), sql`NULL`],
+        ['recent', at(1), sql`NULL`],
+        ['blocking', at(31), sql`now() + interval '1 hour'`],
+      ] as const) {
+        await db.execute(sql`INSERT INTO provider_budgets (scope, account_id, organization_id, provider, remaining, reset_at, blocked_until, updated_at)
+                             VALUES (${scope}, 'acct', NULL, 'github', 10, NULL, ${blocked}, ${updated})`);
+      }
       await db.execute(sql`UPDATE audit_logs SET created_at = ${at(400)}`);
       const auditBefore = await queryRows<{ n: number }>(db, sql`SELECT count(*)::int AS n FROM audit_logs`);
 
       // Two instances ask at once: one runs the pass.
       const results = await Promise.all([runRetention(r.app.services, { batchSize: 1 }), runRetention(r.app.services, { batchSize: 1 })]);
       expect(results.filter((result) => result === null)).toHaveLength(1);
-      expect(results.find((result) => result !== null)).toEqual({ connect_sessions: 1, deliveries: 3, oauth_states: 1, events: 3, provider_deliveries: 1, provider_bodies: 0 });
+      expect(results.find((result) => result !== null)).toEqual({ connect_sessions: 1, deliveries: 3, oauth_states: 1, events: 3, provider_deliveries: 1, provider_bodies: 0, provider_budgets: 1 });
+      expect((await queryRows<{ scope: string }>(db, sql`SELECT scope FROM provider_budgets ORDER BY scope`)).map((row) => row.scope)).toEqual(['blocking', 'recent']);
       expect((await queryRows<{ delivery_id: string }>(db, sql`SELECT delivery_id FROM provider_event_deliveries`)).map((row) => row.delivery_id)).toEqual(['recent-delivery']);
 
       const left = await queryRows<{ organization_id: string }>(db, sql`SELECT organization_id FROM event_deliveries ORDER BY organization_id`);

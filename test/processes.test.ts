@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, json } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
-import { createPgDatabase, dropPgDatabase, TEST_DATABASE_URL } from './helpers/database.ts';
+import { createPgDatabase, dropPgDatabase, newDataDir, TEST_DATABASE_URL } from './helpers/database.ts';
 import { type ServiceProcess, spawnService, waitFor } from './helpers/process.ts';
 import { providerEnv } from './helpers/providers.ts';
 
@@ -26,7 +24,7 @@ async function storage(): Promise<Record<string, string>> {
     cleanups.push(() => dropPgDatabase(url));
     return { DATABASE_URL: url };
   }
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-proc-'));
+  const dir = newDataDir('tessera-proc-');
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   return { DATA_DIR: dir };
 }

@@ -1,14 +1,14 @@
 // Start-up tells the truth (issue 26, decision 148): what a person starting Tessera reads before
 // the first request. Spawned as `npm start` runs it; its output (JSON lines, stdout not a terminal) out.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
+import { newDataDir } from './helpers/database.ts';
 import { freePort, spawnService, waitFor } from './helpers/process.ts';
 
 const dirs: string[] = [];
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-messages-'));
+/** A new DATA_DIR (`newDataDir`: past PGlite's own initdb unless `initdb`, nothing of Tessera's). */
+function tempDir(options: { initdb?: boolean } = {}): string {
+  const dir = newDataDir('tessera-messages-', options);
   dirs.push(dir);
   return dir;
 }

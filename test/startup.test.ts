@@ -1,14 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createPgDatabase, dropPgDatabase, TEST_DATABASE_URL } from './helpers/database.ts';
+import { createPgDatabase, dropPgDatabase, newDataDir, TEST_DATABASE_URL } from './helpers/database.ts';
 import { spawnService, waitFor } from './helpers/process.ts';
 
 const dirs: string[] = [];
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-start-'));
+/** A new DATA_DIR (`newDataDir`: past PGlite's own initdb unless `initdb`, nothing of Tessera's). */
+function tempDir(options: { initdb?: boolean } = {}): string {
+  const dir = newDataDir('tessera-start-', options);
   dirs.push(dir);
   return dir;
 }
@@ -18,7 +18,8 @@ afterAll(() => {
 
 describe('npm start on the embedded database', () => {
   it('serves /livez, /readyz and /api-docs, keeps its data and secrets across restarts, and exits 0 on SIGTERM', async () => {
-    const dataDir = tempDir();
+    // A directory with nothing in it, as `npm start` finds on a new machine (PGlite's initdb included).
+    const dataDir = tempDir({ initdb: true });
     const first = await spawnService({ DATA_DIR: dataDir });
     await waitFor(first);
     for (const path of ['/livez', '/readyz']) {

@@ -4,7 +4,8 @@
  * are deleted once they are `RETENTION_DAYS` old, and so are the provider deliveries' ids kept to
  * refuse a repeat (decision 221) — except those of a provider whose signature covers no freshness
  * (GitHub, `EventsSpec.replay`): its delivery ids and body digests stay while integrations of that
- * provider exist (docs/contract.md §5b, decision 242). Audit rows are kept. A pass is one background
+ * provider exist (docs/contract.md §5b, decision 242) — and provider budgets no answer has
+ * updated for that long, blocking nothing (§5f). Audit rows are kept. A pass is one background
  * job for the whole deployment (`claimJob`), deleting in small batches, each claimed with
  * `FOR UPDATE SKIP LOCKED` so that even overlapping passes delete — and count — a row once.
  */
@@ -16,7 +17,7 @@ import { claimJob } from './claim.ts';
 export const PURGE_KINDS = ['connect_sessions', 'deliveries', 'oauth_states'] as const;
 export type PurgeKind = (typeof PURGE_KINDS)[number];
 
-export type RetentionResult = Record<PurgeKind, number> & { events: number; provider_deliveries: number; provider_bodies: number };
+export type RetentionResult = Record<PurgeKind, number> & { events: number; provider_deliveries: number; provider_bodies: number; provider_budgets: number };
 
 export interface RetentionOptions {
   /** Rows per statement: short statements keep locks and WAL bursts small. Default 500. */
@@ -29,6 +30,9 @@ export interface RetentionOptions {
    */
   keptWhileIntegrations?: readonly string[];
 }
+
+/** Whether `/metrics` counts what a purge of `kind` deleted. */
+const isCounted = (kind: keyof RetentionResult): kind is PurgeKind => (PURGE_KINDS as readonly string[]).includes(kind);
 
 /** Keys of up to `batch` rows matching `where`, locked for deletion unless another pass holds them. */
 const batchOf = (table: string, keys: string, where: ReturnType<typeof sql>, batch: number) =>
@@ -76,6 +80,12 @@ function purges(cutoff: ReturnType<typeof sql>, batch: number, kept: readonly st
       'provider_bodies',
       sql`DELETE FROM provider_event_bodies WHERE (provider, digest) IN (${batchOf('provider_event_bodies d', 'd.provider, d.digest', providerRowsGone(cutoff, kept), batch)}) RETURNING 1`,
     ],
+    // A provider budget nobody has touched for the retention period says nothing any more: a block lasts at most a day
+    // (budgets.ts), and the next answer teaches the account's budget again.
+    [
+      'provider_budgets',
+      sql`DELETE FROM provider_budgets WHERE (scope, account_id) IN (${batchOf('provider_budgets', 'scope, account_id', sql`updated_at < ${cutoff} AND (blocked_until IS NULL OR blocked_until < now())`, batch)}) RETURNING 1`,
+    ],
     // A used state is deleted when it is used; what is left expired unused.
     ['oauth_states', sql`DELETE FROM oauth_states WHERE (organization_id, nonce_hash) IN (${batchOf('oauth_states', 'organization_id, nonce_hash', sql`expires_at < ${cutoff}`, batch)}) RETURNING 1`],
   ];
@@ -89,12 +99,12 @@ export async function runRetentionPass(db: Db, days: number, options: RetentionO
   const batch = options.batchSize ?? 500;
   const deadline = Date.now() + (options.budgetMs ?? 60_000);
   const cutoff = sql`now() - ${days}::int * interval '1 day'`;
-  const result: RetentionResult = { connect_sessions: 0, deliveries: 0, oauth_states: 0, events: 0, provider_deliveries: 0, provider_bodies: 0 };
+  const result: RetentionResult = { connect_sessions: 0, deliveries: 0, oauth_states: 0, events: 0, provider_deliveries: 0, provider_bodies: 0, provider_budgets: 0 };
   for (const [kind, statement] of purges(cutoff, batch, options.keptWhileIntegrations ?? [])) {
     while (Date.now() < deadline) {
       const deleted = (await queryRows(db, statement)).length;
       result[kind] += deleted;
-      if (kind !== 'events' && kind !== 'provider_deliveries' && kind !== 'provider_bodies' && deleted > 0) options.onPurged?.(kind, deleted);
+      if (isCounted(kind) && deleted > 0) options.onPurged?.(kind, deleted);
       if (deleted < batch) break;
     }
   }

@@ -1,13 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildApp } from '../../src/app.ts';
 import { type Database, openPglite, openPostgres, queryRows, sql } from '../../src/db/client.ts';
 import { createLogger } from '../../src/http/logging.ts';
 import type { FakeProvider } from '../fakes/common.ts';
 import { LogCapture, testConfig } from './app.ts';
-import { createPgDatabase, dropPgDatabase, TEST_DATABASE_URL } from './database.ts';
+import { createPgDatabase, dropPgDatabase, newDataDir, TEST_DATABASE_URL } from './database.ts';
 import { registerAndLogin } from './identity.ts';
 import { ROOT } from './process.ts';
 import { connect, providerEnv } from './providers.ts';
@@ -75,8 +74,8 @@ export interface Store {
   drop(): Promise<void>;
 }
 
-/** An empty store: for PGlite a directory that does not exist yet. */
-export async function emptyStore(): Promise<Store> {
+/** An empty store: for PGlite a new DATA_DIR (`newDataDir`: past PGlite's initdb, nothing of Tessera's; `initdb`: an empty directory). */
+export async function emptyStore(options: { initdb?: boolean } = {}): Promise<Store> {
   if (TEST_DATABASE_URL) {
     const url = await createPgDatabase();
     const open = () => openPostgres({ url, poolMax: 2, statementTimeout: 30, connectTimeout: 5 });
@@ -95,13 +94,22 @@ export async function emptyStore(): Promise<Store> {
       drop: () => dropPgDatabase(url),
     };
   }
-  const parent = mkdtempSync(join(tmpdir(), 'tessera-cli-'));
-  const dataDir = join(parent, 'data');
+  const dataDir = newDataDir('tessera-cli-', options);
+  const open = () => openPglite({ dataDir });
   return {
     env: { DATA_DIR: dataDir },
-    open: () => openPglite({ dataDir }),
-    created: async () => existsSync(join(dataDir, 'pglite')),
-    drop: async () => rmSync(parent, { recursive: true, force: true }),
+    open,
+    created: async () => {
+      if (!existsSync(join(dataDir, 'pglite'))) return false;
+      const database = await open();
+      try {
+        const [row] = await queryRows<{ present: boolean }>(database.db, sql`SELECT to_regclass('public.organizations') IS NOT NULL AS present`);
+        return row?.present === true;
+      } finally {
+        await database.close();
+      }
+    },
+    drop: async () => rmSync(dataDir, { recursive: true, force: true }),
   };
 }
 

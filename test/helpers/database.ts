@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -47,6 +47,21 @@ export async function createTestDatabase(options: { migrate?: boolean; onQuery?:
       await dropPgDatabase(url);
     },
   };
+}
+
+/**
+ * A new DATA_DIR for a spawned `tessera` (or an in-process store) on the embedded database. In a
+ * vitest run its `pglite` directory is already past PGlite's own initdb — a copy of the global
+ * setup's (0.1 s where initdb into a new directory costs ~10 s of CPU) — and nothing else: no
+ * migration, no table, no file of Tessera's, so a first start on it does everything a first start
+ * does but PGlite's initdb. `{ initdb: true }` (or outside vitest) gives an empty directory, for the
+ * tests of a truly new DATA_DIR.
+ */
+export function newDataDir(prefix: string, options: { initdb?: boolean } = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const templates = provided('pgliteTemplates');
+  if (templates && !options.initdb) cpSync(templates.initdb, join(dir, 'pglite'), { recursive: true });
+  return dir;
 }
 
 /** What vitest's global setup provided; undefined outside a vitest run (then databases start from scratch). */
