@@ -12,6 +12,8 @@ type ParseResults = typeof import('@electric-sql/pglite').parse.parseResults;
 
 /** What PGlite keeps internal and this module relies on (0.5.x): the transaction lock, taken by `query` outside a transaction. */
 interface PgliteInternals {
+  /** Throws "PGlite is closing" / "PGlite is closed" (which db/failure.ts reads as the database unavailable), or waits until ready. */
+  _checkReady(): Promise<void>;
   _runExclusiveTransaction<T>(fn: () => Promise<T>): Promise<T>;
 }
 
@@ -67,8 +69,11 @@ export function installNamedQueries(client: PGlite, protocol: Protocol, parseRes
 
   const internals = client as unknown as PgliteInternals;
   Object.assign(client, {
-    queryNamed: <T>(name: string, text: string, params: unknown[], options: QueryOptions) =>
-      internals._runExclusiveTransaction(() => run<T>(name, text, params, options, false)),
+    queryNamed: async <T>(name: string, text: string, params: unknown[], options: QueryOptions) => {
+      // As `query` does: a closed database says so, in the words db/failure.ts knows.
+      await internals._checkReady();
+      return internals._runExclusiveTransaction(() => run<T>(name, text, params, options, false));
+    },
   } satisfies NamedQueries);
   const transaction = client.transaction.bind(client);
   client.transaction = <T>(fn: (tx: Transaction) => Promise<T>) =>
