@@ -81,15 +81,22 @@ const RECORD = new HotStatement<{ n: number; state: 'fresh' | 'duplicate' | 'rep
  * The integrations each fresh delivery names — by account, else by workspace, of the receiving
  * app (and its organization) — across organizations as receive.ts's one-by-one query, locked in
  * key order as `applyTransition` locks them, and read as they are once locked. A row per
- * (delivery, integration), in key order.
+ * (delivery, integration), in key order. Every lookup is an index probe whatever the row
+ * estimates say (a table just filled has none): an account is one (provider, account) key, a
+ * named row one primary key.
  */
 const NAME = new HotStatement<{ n: number; row: Record<string, unknown> }>(sql`WITH
   d AS (SELECT * FROM json_to_recordset(${p('batch')}::json) AS d(n int, provider text, app text, org text, ws text, accounts text[])),
   m AS (
     SELECT d.n, x.organization_id, x.id FROM d CROSS JOIN LATERAL (
-      SELECT organization_id, id FROM integrations
-      WHERE d.accounts IS NOT NULL AND provider = d.provider AND provider_account_id = ANY (d.accounts)
-        AND app_id = d.app AND (d.org IS NULL OR organization_id = d.org) AND (d.ws IS NULL OR provider_workspace_id = d.ws)
+      SELECT i.organization_id, i.id FROM unnest(d.accounts) AS a(account)
+      JOIN LATERAL (
+        SELECT organization_id, id FROM integrations
+        WHERE provider = d.provider AND provider_account_id = a.account
+          AND app_id = d.app AND (d.org IS NULL OR organization_id = d.org) AND (d.ws IS NULL OR provider_workspace_id = d.ws)
+        OFFSET 0
+      ) i ON true
+      WHERE d.accounts IS NOT NULL
       UNION ALL
       SELECT organization_id, id FROM integrations
       WHERE d.accounts IS NULL AND d.ws IS NOT NULL AND provider = d.provider AND provider_workspace_id = d.ws
@@ -99,8 +106,9 @@ const NAME = new HotStatement<{ n: number; row: Record<string, unknown> }>(sql`W
       WHERE d.accounts IS NULL AND d.ws IS NULL AND provider = d.provider AND app_id = d.app AND (d.org IS NULL OR organization_id = d.org)
     ) x),
   locked AS (
-    SELECT * FROM integrations WHERE (organization_id, id) IN (SELECT organization_id, id FROM m)
-    ORDER BY organization_id, id FOR UPDATE)
+    SELECT i.* FROM (SELECT DISTINCT organization_id, id FROM m ORDER BY organization_id, id) k
+    CROSS JOIN LATERAL (SELECT * FROM integrations WHERE organization_id = k.organization_id AND id = k.id LIMIT 1) i
+    ORDER BY i.organization_id, i.id FOR UPDATE OF i)
   SELECT m.n, row_to_json(l) AS row FROM m JOIN locked l ON l.organization_id = m.organization_id AND l.id = m.id
   ORDER BY l.organization_id, l.id, m.n`);
 
@@ -126,9 +134,10 @@ export class GroupedDeliveries {
     this.deps = deps;
     const pglite = deps.pool.pglite;
     this.batcher = new Batcher({
-      // PostgreSQL: a quarter of the pool, as token reads (decision 72), so deliveries queue behind a few transactions and
-      // group there. PGlite runs one statement at a time on this thread: one transaction at once, after taking in what else arrived.
-      slots: new Slots(pglite ? 1 : Math.ceil(deps.pool.size / 4)),
+      // PostgreSQL: two transactions at most (one with a pool of four or less), so deliveries queue behind them and group there,
+      // while one waiting for a row lock does not hold up every delivery. PGlite runs one statement at a time on this thread: one
+      // transaction at once, after taking in what else has arrived.
+      slots: new Slots(pglite ? 1 : Math.min(2, Math.ceil(deps.pool.size / 4))),
       maxSize: BATCH_MAX,
       maxWaiting: WAITING_MAX,
       overloaded: () => new AppError('SERVICE_UNAVAILABLE', { message: 'Too many provider deliveries are waiting for the database', headers: { 'retry-after': '1' } }),
