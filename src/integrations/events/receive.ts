@@ -6,7 +6,9 @@
  * the delivery's id, so a retry of a failed delivery acts again and a duplicate acts never. A
  * provider whose signature covers no freshness (GitHub, `EventsSpec.replay`) also has each
  * revocation body's digest kept: the same bytes under a new id act only where a live check,
- * run before that transaction, finds GitHub refusing (decision 241).
+ * run before that transaction, finds GitHub refusing (decision 241). Revocations that arrive
+ * together share that transaction, one statement per step for all of them (grouped.ts, decision
+ * 331); each is still answered only after it commits.
  */
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
