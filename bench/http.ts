@@ -232,6 +232,8 @@ export function printHttp(backend: string, rows: HttpResult[], events: EventsRes
     console.log('| scenario | deliveries | deliveries/s | p50 ms | p99 ms | status changes committed | failed |');
     console.log('|---|---|---|---|---|---|---|');
     console.log(`| ${events.scenario} | ${events.deliveries} | ${fmt(events.perSecond, 0)} | ${fmt(events.p50, 1)} | ${fmt(events.p99, 1)} | ${events.changed} | ${events.failed} |`);
+    console.log(`\nCPU per delivery: this process ${fmt(events.cpuUs, 0)} µs, PostgreSQL ${events.dbCpuUs === null ? 'n/a' : `${fmt(events.dbCpuUs, 0)} µs (the whole server, shared)`}`);
+    console.log(`Statements of one delivery arriving alone (the census): ${events.statements}: ${events.census}`);
   }
 }
 

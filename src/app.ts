@@ -29,6 +29,7 @@ import { buildProviderRegistry } from './integrations/providers/registry.ts';
 import { createOutboundGuard, type OutboundGuardOptions } from './lib/outbound.ts';
 import { integrationRoutes } from './integrations/routes/index.ts';
 import { Revocations } from './integrations/revocations.ts';
+import { GroupedDeliveries } from './integrations/events/grouped.ts';
 import { TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import { ProviderBudgets } from './integrations/budgets.ts';
 import { StateCodec } from './integrations/state.ts';
@@ -139,6 +140,20 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
   const providers = buildProviderRegistry(config, undefined, (provider, outcome, seconds) => metrics.providerCall(provider, outcome, seconds), outboundGuard);
   const apps = new AppCatalog({ providers, config });
   const budgets = new ProviderBudgets({ db, logger, metrics });
+  const pool = { pglite: database.kind === 'pglite', size: config.db.poolMax };
+  // The token core gets what it uses, not this bag (decision 135).
+  const lifecycle = new TokenLifecycle({
+    db,
+    providers,
+    apps,
+    config: { keyring: config.keyring },
+    pool,
+    outbox,
+    metrics,
+    budgets,
+    logger,
+    timeouts: { providerMs: config.oauth.providerTimeout * 1000, validationIntervalMs: config.oauth.validationInterval * 1000 },
+  });
   const services: Services = {
     config,
     outbound: outboundGuard,
@@ -159,19 +174,8 @@ async function createServices(fastify: TypedFastify, config: Config, database: D
     eventKeys: new EventKeySets(),
     stateCodec: new StateCodec(config.keyring),
     forms: new FormGuard(db, { publicOrigin: config.server.publicOrigin, secure: config.isProduction }),
-    // The token core gets what it uses, not this bag (decision 135).
-    lifecycle: new TokenLifecycle({
-      db,
-      providers,
-      apps,
-      config: { keyring: config.keyring },
-      pool: { pglite: database.kind === 'pglite', size: config.db.poolMax },
-      outbox,
-      metrics,
-      budgets,
-      logger,
-      timeouts: { providerMs: config.oauth.providerTimeout * 1000, validationIntervalMs: config.oauth.validationInterval * 1000 },
-    }),
+    lifecycle,
+    providerEvents: new GroupedDeliveries({ db, outbox, lifecycle, pool }),
     revocations: new Revocations({ db, config, providers, apps, logger }),
     budgets,
     logger,

@@ -10,6 +10,7 @@ import type { BudgetMetrics, ProviderBudgets } from './integrations/budgets.ts';
 import type { ProviderRegistry } from './integrations/providers/registry.ts';
 import type { OutboundGuard } from './lib/outbound.ts';
 import type { Revocations } from './integrations/revocations.ts';
+import type { GroupedDeliveries } from './integrations/events/grouped.ts';
 import type { LifecycleMetrics, TokenLifecycle } from './integrations/tokens/lifecycle.ts';
 import type { StateCodec } from './integrations/state.ts';
 import type { Logger } from 'pino';
@@ -38,6 +39,8 @@ export interface Services {
   /** Nonces of the pages' forms, and the check of their posts. */
   forms: FormGuard;
   lifecycle: TokenLifecycle;
+  /** Provider revocation deliveries arriving together, acted on in one transaction (decision 331). */
+  providerEvents: GroupedDeliveries;
   /** Provider budgets (docs/contract.md §5f): read with each API call, learned from its answers. */
   budgets: ProviderBudgets;
   /** Grants to revoke at their providers after a commit (integrations/revocations.ts). */

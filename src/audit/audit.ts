@@ -64,16 +64,65 @@ export function auditInsert(values: AuditValues, from?: SQL): SQL {
     SELECT ${sql.join(row, sql`, `)}${from ? sql` FROM ${from}` : sql``} RETURNING 1`;
 }
 
-/** The actor's columns as parameters: who acted, as whom, with which credential. */
-export function actorValues(actor: AuditActor): Pick<AuditValues, 'actorUserId' | 'impersonatorUserId' | 'credentialKind' | 'credentialId' | 'requestId'> {
+/** The actor's columns as plain values: who acted, as whom, with which credential. */
+function actorColumns(actor: AuditActor) {
   const principal = actor.principal;
   return {
-    actorUserId: sql`${principal?.userId ?? actor.userId ?? null}::text`,
-    impersonatorUserId: sql`${principal?.impersonatorId ?? null}::text`,
-    credentialKind: sql`${principal?.kind ?? (actor.provider ? 'provider' : actor.operator ? 'operator' : null)}::text`,
-    credentialId: sql`${principal?.credentialId ?? actor.provider ?? null}::text`,
-    requestId: sql`${actor.requestId}::text`,
+    actor_user_id: principal?.userId ?? actor.userId ?? null,
+    impersonator_user_id: principal?.impersonatorId ?? null,
+    credential_kind: principal?.kind ?? (actor.provider ? 'provider' : actor.operator ? 'operator' : null),
+    credential_id: principal?.credentialId ?? actor.provider ?? null,
+    request_id: actor.requestId,
   };
+}
+
+/** The actor's columns as parameters: who acted, as whom, with which credential. */
+export function actorValues(actor: AuditActor): Pick<AuditValues, 'actorUserId' | 'impersonatorUserId' | 'credentialKind' | 'credentialId' | 'requestId'> {
+  const columns = actorColumns(actor);
+  return {
+    actorUserId: sql`${columns.actor_user_id}::text`,
+    impersonatorUserId: sql`${columns.impersonator_user_id}::text`,
+    credentialKind: sql`${columns.credential_kind}::text`,
+    credentialId: sql`${columns.credential_id}::text`,
+    requestId: sql`${columns.request_id}::text`,
+  };
+}
+
+/**
+ * Writes several audit rows with `db` in one statement, each with its own actor (the changes of
+ * provider events acted on together, each delivery its own request): the rows `recordAudit` would
+ * write one by one, with ids in the order given.
+ */
+export async function recordAudits(db: Db, rows: readonly { actor: AuditActor; entry: AuditEntry }[]): Promise<void> {
+  if (rows.length === 0) return;
+  const values = rows.map(({ actor, entry }) => ({
+    organization_id: entry.organizationId,
+    id: nextId(),
+    ...actorColumns(actor),
+    action: entry.action,
+    target_type: entry.targetType ?? null,
+    target_id: entry.targetId ?? null,
+    detail: entry.detail ?? {},
+  }));
+  const column = (name: string) => sql.raw(`a.${name}`);
+  await db.execute(
+    auditInsert(
+      {
+        organizationId: column('organization_id'),
+        id: column('id'),
+        actorUserId: column('actor_user_id'),
+        impersonatorUserId: column('impersonator_user_id'),
+        credentialKind: column('credential_kind'),
+        credentialId: column('credential_id'),
+        action: column('action'),
+        targetType: column('target_type'),
+        targetId: column('target_id'),
+        requestId: column('request_id'),
+        detail: column('detail'),
+      },
+      sql`json_to_recordset(${JSON.stringify(values)}::json) AS a(organization_id text, id text, actor_user_id text, impersonator_user_id text, credential_kind text, credential_id text, action text, target_type text, target_id text, request_id text, detail jsonb)`,
+    ),
+  );
 }
 
 /** Writes one audit row with `db` (the transaction of the change, or its own). */

@@ -52,6 +52,13 @@ export interface BatcherOptions<I, O> {
    * read: without this, statements never overlap and never batch.
    */
   gather?: boolean;
+  /**
+   * Whether a failed statement of several items is retried item by item (default: an error about
+   * its data, SQLSTATE class 22 or 23). A batch whose items are independent transactions (provider
+   * events) retries on any failure but the database being unreachable, so one item's failure — a
+   * deadlock with another batch, a row the database refuses — cannot fail the others.
+   */
+  alone?: (error: unknown) => boolean;
 }
 
 /**
@@ -61,9 +68,9 @@ export interface BatcherOptions<I, O> {
  * settles only when the statement carrying its item has committed.
  *
  * When a statement of several items fails with an error about its data (SQLSTATE class
- * 22 or 23), its items are retried one by one in the same slot, so one item the database
- * refuses cannot fail the others; a statement fails as a whole, so the retry repeats
- * nothing.
+ * 22 or 23; `alone` may say otherwise), its items are retried one by one in the same slot, so
+ * one item the database refuses cannot fail the others; a statement (or a batch's transaction)
+ * fails as a whole, so the retry repeats nothing.
  */
 export class Batcher<I, O> {
   private readonly options: BatcherOptions<I, O>;
@@ -108,7 +115,7 @@ export class Batcher<I, O> {
       const results = await this.options.execute(batch.map((waiting) => waiting.item));
       for (const [index, waiting] of batch.entries()) waiting.resolve(results[index] as O);
     } catch (error) {
-      if (batch.length === 1 || !isDataError(error)) {
+      if (batch.length === 1 || !(this.options.alone ?? isDataError)(error)) {
         for (const waiting of batch) waiting.reject(error);
         return;
       }

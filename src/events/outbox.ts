@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Keyring } from '../config/checks.ts';
 import { newId as ulid } from '../lib/ids.ts';
+import type { SQL } from 'drizzle-orm';
 import { type Db, queryRows, sql } from '../db/client.ts';
 import { open, type Sealed, type SecretBinding, seal } from '../secrets/crypto.ts';
 import { publicEndpoint } from './send.ts';
@@ -49,6 +50,8 @@ export interface Outbox {
    * `afterCommit(() => dispatcher.wake())`. Returns the event id.
    */
   emit(tx: Db, afterCommit: (fn: () => unknown) => void, event: NewEvent): Promise<string>;
+  /** `emit` for several events in one statement (changes made together), their ids in the order given. */
+  emitAll(tx: Db, afterCommit: (fn: () => unknown) => void, events: readonly NewEvent[]): Promise<string[]>;
 }
 
 /** A short stable id for a webhook, derived from its URL so that config order may change; the URL itself may carry a credential, so only the hash is stored and logged. */
@@ -67,6 +70,21 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
   // The endpoint each delivery shows in the log, without userinfo or query (decision 157).
   const endpoints = new Map(options.webhooks.map((hook) => [webhookId(hook.url), publicEndpoint(hook.url)]));
   const { wake, keyring } = options;
+  /** The webhooks an event of `type` (an SQL expression) is delivered to: the settings', and every enabled endpoint made through the API whose eventTypes name it. */
+  const hooksOf = (type: SQL) => {
+    const made = sql`SELECT id, endpoint FROM webhook_endpoints WHERE enabled AND (event_types IS NULL OR ${type} = ANY(event_types))`;
+    return ids.length === 0
+      ? made
+      : sql`SELECT * FROM (VALUES ${sql.join(
+          ids.map((hook) => sql`(${hook}, ${endpoints.get(hook) ?? null})`),
+          sql`, `,
+        )}) AS settings (id, endpoint) UNION ALL ${made}`;
+  };
+  const sealedOf = (event: NewEvent, id: string): string | null => {
+    if (!event.secretData) return null;
+    if (!keyring) throw new Error('an event with secret fields needs an outbox with the keyring');
+    return JSON.stringify(seal(keyring, eventBinding(event.organizationId, id), JSON.stringify(event.secretData)));
+  };
   return {
     async emit(tx, afterCommit, event) {
       const id = `evt_${ulid()}`;
@@ -76,21 +94,8 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
       // …and its external id (the product's key for the customer), read in the same statement; an
       // event that names one itself (an organization being deleted) keeps its own.
       const value = sql`jsonb_build_object('organizationId', ${event.organizationId}::text, 'externalId', (SELECT external_id FROM organizations WHERE id = ${event.organizationId})) || ${data}::jsonb`;
-      let sealed: string | null = null;
-      if (event.secretData) {
-        if (!keyring) throw new Error('an event with secret fields needs an outbox with the keyring');
-        sealed = JSON.stringify(seal(keyring, eventBinding(event.organizationId, id), JSON.stringify(event.secretData)));
-      }
-      // One statement: emitting sits on request paths, where each round-trip counts. The settings'
-      // webhooks, and every enabled endpoint made through the API whose eventTypes name the type.
-      const made = sql`SELECT id, endpoint FROM webhook_endpoints WHERE enabled AND (event_types IS NULL OR ${event.type}::text = ANY(event_types))`;
-      const hooks =
-        ids.length === 0
-          ? made
-          : sql`SELECT * FROM (VALUES ${sql.join(
-              ids.map((hook) => sql`(${hook}, ${endpoints.get(hook) ?? null})`),
-              sql`, `,
-            )}) AS settings (id, endpoint) UNION ALL ${made}`;
+      const sealed = sealedOf(event, id);
+      // One statement: emitting sits on request paths, where each round-trip counts.
       const [written] = await queryRows<{ deliveries: number }>(
         tx,
         sql`
@@ -100,7 +105,7 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
           RETURNING organization_id, id
         ), delivery AS (
           INSERT INTO event_deliveries (organization_id, event_id, webhook_id, endpoint)
-          SELECT event.organization_id, event.id, hook.id, hook.endpoint FROM event CROSS JOIN (${hooks}) AS hook (id, endpoint)
+          SELECT event.organization_id, event.id, hook.id, hook.endpoint FROM event CROSS JOIN (${hooksOf(sql`${event.type}::text`)}) AS hook (id, endpoint)
           RETURNING 1
         )
         SELECT count(*)::int AS deliveries FROM delivery
@@ -108,6 +113,36 @@ export function createOutbox(options: { webhooks: readonly WebhookSettings[]; wa
       );
       if ((written?.deliveries ?? 0) > 0) afterCommit(() => wake());
       return id;
+    },
+    async emitAll(tx, afterCommit, events) {
+      if (events.length === 0) return [];
+      const rows = events.map((event, n) => {
+        const id = `evt_${ulid()}`;
+        return { n, organization_id: event.organizationId, id, type: event.type, data: { organizationId: event.organizationId, ...event.data }, sealed: sealedOf(event, id) };
+      });
+      // The same rows as `emit`'s, each event's webhooks by its own type; ids (ULIDs) in the order given.
+      const [written] = await queryRows<{ deliveries: number }>(
+        tx,
+        sql`
+        WITH input AS (
+          SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::json) AS e(n int, organization_id text, id text, type text, data jsonb, sealed text)
+        ), event AS (
+          INSERT INTO events (organization_id, id, type, data, sealed)
+          SELECT organization_id, id, type,
+                 jsonb_build_object('organizationId', organization_id, 'externalId', (SELECT external_id FROM organizations o WHERE o.id = input.organization_id)) || data,
+                 sealed::jsonb
+          FROM input ORDER BY n
+          RETURNING organization_id, id, type
+        ), delivery AS (
+          INSERT INTO event_deliveries (organization_id, event_id, webhook_id, endpoint)
+          SELECT event.organization_id, event.id, hook.id, hook.endpoint FROM event CROSS JOIN LATERAL (${hooksOf(sql`event.type`)}) AS hook (id, endpoint)
+          RETURNING 1
+        )
+        SELECT count(*)::int AS deliveries FROM delivery
+      `,
+      );
+      if ((written?.deliveries ?? 0) > 0) afterCommit(() => wake());
+      return rows.map((row) => row.id);
     },
   };
 }

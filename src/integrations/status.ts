@@ -1,8 +1,8 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { recordAudit } from '../audit/audit.ts';
+import { recordAudit, recordAudits } from '../audit/audit.ts';
 import type { Db } from '../db/client.ts';
 import { type IntegrationStatus, integrations } from '../db/schema.ts';
-import type { UnitOfWork } from '../ground/work.ts';
+import type { AuditActor, UnitOfWork } from '../ground/work.ts';
 import type { IntegrationRow } from './integrations.ts';
 
 export type StatusAction = 'reconnect' | 'refresh' | 'configure';
@@ -211,4 +211,78 @@ export async function applyTransition(
     });
   }
   return after ?? null;
+}
+
+/** A row to move to `next`, already locked and read (`before`) in the unit of work's transaction. */
+export interface LockedTransition {
+  before: IntegrationRow;
+  next: Transition;
+  /** Who the audit row names: each change its own (provider events acted on together, each its request). */
+  actor: AuditActor;
+  onChanged?: (before: IntegrationRow) => void;
+}
+
+/**
+ * `applyTransition` for many rows at once, each already locked `FOR UPDATE` and read in `work`'s
+ * transaction: one `UPDATE` per distinct set of fields (the deliveries of one batch share one),
+ * then the audit rows and `integration.status_changed` events of the rows whose status changes,
+ * one statement each — the same rows, values and events as `applyTransition` row by row.
+ */
+export async function applyLockedTransitions(work: UnitOfWork, changes: readonly LockedTransition[]): Promise<void> {
+  if (changes.length === 0) return;
+  const now = new Date();
+  const groups = new Map<string, LockedTransition[]>();
+  for (const change of changes) {
+    const { deliveryId: _own, ...fields } = change.next;
+    const key = JSON.stringify(fields);
+    const group = groups.get(key);
+    if (group) group.push(change);
+    else groups.set(key, [change]);
+  }
+  for (const group of groups.values()) {
+    const next = (group[0] as LockedTransition).next;
+    const keys = JSON.stringify(group.map(({ before }) => ({ o: before.organizationId, i: before.id })));
+    // The SET list reads the row before the change: detected now when the status changes or was never detected.
+    const detectedAt =
+      next.status === 'connected'
+        ? null
+        : sql`CASE WHEN ${integrations.status} <> ${next.status} OR ${integrations.detectedAt} IS NULL THEN ${now.toISOString()}::timestamptz ELSE ${integrations.detectedAt} END`;
+    await work.db
+      .update(integrations)
+      .set({ ...transitionFields(next, now), detectedAt })
+      .where(sql`(${integrations.organizationId}, ${integrations.id}) IN (SELECT o, i FROM json_to_recordset(${keys}::json) AS k(o text, i text))`);
+  }
+  const changed = changes.filter(({ before, next }) => before.status !== next.status);
+  if (changed.length === 0) return;
+  for (const { before, onChanged } of changed) onChanged?.(before);
+  await recordAudits(
+    work.db,
+    changed.map(({ before, next, actor }) => ({
+      actor,
+      entry: {
+        organizationId: before.organizationId,
+        action: 'integration.status_changed',
+        targetType: 'integration',
+        targetId: before.id,
+        detail: { from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}), ...(next.deliveryId ? { deliveryId: next.deliveryId } : {}) },
+      },
+    })),
+  );
+  await work.outbox.emitAll(
+    work.db,
+    work.afterCommit,
+    changed.map(({ before, next }) => ({
+      organizationId: before.organizationId,
+      type: 'integration.status_changed' as const,
+      data: {
+        integration: { id: before.id, provider: before.provider },
+        provider: before.provider,
+        endUser: before.endUser ?? null,
+        from: before.status,
+        to: next.status,
+        reason: next.lastError,
+        ...(next.source ? { source: next.source } : {}),
+      },
+    })),
+  );
 }

@@ -6,7 +6,9 @@
  * the delivery's id, so a retry of a failed delivery acts again and a duplicate acts never. A
  * provider whose signature covers no freshness (GitHub, `EventsSpec.replay`) also has each
  * revocation body's digest kept: the same bytes under a new id act only where a live check,
- * run before that transaction, finds GitHub refusing (decision 241).
+ * run before that transaction, finds GitHub refusing (decision 241). Revocations that arrive
+ * together share that transaction, one statement per step for all of them (grouped.ts, decision
+ * 331); each is still answered only after it commits.
  */
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
@@ -21,6 +23,7 @@ import { valueAt } from '../providers/json.ts';
 import type { EventsSpec } from '../providers/spec.ts';
 import type { CheckOutcome, TokenLifecycle } from '../tokens/lifecycle.ts';
 import { judge } from '../tokens/policy.ts';
+import type { GroupedDeliveries } from './grouped.ts';
 import { checkSignature, type Delivery, deliveryIdOf, handshakeAnswer, handshakeOf, matchingRule, namesClient, occurredAtOf, parseBody, targetsOf, tokenScheme } from './delivery.ts';
 import { KeysUnavailable, SetRefused, type TokenKeys, verifySecurityEventToken } from './security-event-token.ts';
 
@@ -41,6 +44,8 @@ export interface EventDeps {
    * (`EventsSpec.replay`). Null when the integration is gone.
    */
   liveCheck?: (organizationId: string, integrationId: string, actor: AuditActor) => Promise<CheckOutcome | null>;
+  /** Acts on revocations together with those arriving at the same time (grouped.ts, one per process); without it each acts alone. */
+  group?: Pick<GroupedDeliveries, 'run'>;
 }
 
 /** The outcome label of `tessera_provider_events_total` (docs/contract.md §5b). */
@@ -201,6 +206,27 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
 
   // A signature that covers no freshness (GitHub): the body's digest says whether these bytes were seen before.
   const digest = events.replay === 'live_check' && !revalidate ? `sha256:${createHash('sha256').update(delivery.raw).digest('hex')}` : undefined;
+  const received = (outcome: EventOutcome, changed: number): EventAnswer => {
+    deps.metrics?.providerEvent(provider, rule.type, outcome);
+    deps.logger.info({ provider, app: app.id, type: rule.type, deliveryId, outcome, integrations: changed }, 'provider event received');
+    return { success: true };
+  };
+  // Revocations that arrive together act together, one transaction for all (decision 331). A revalidating rule, and a
+  // body seen before under a new id (`replayed`: it records nothing there), take the path below, one by one.
+  if (deps.group && !revalidate) {
+    const grouped = await deps.group.run({
+      provider,
+      deliveryId,
+      digest,
+      appId: app.id,
+      organizationId: app.organizationId,
+      targets,
+      transition,
+      occurredAt,
+      actor,
+    });
+    if (grouped.outcome !== 'replayed') return received(grouped.outcome, grouped.named.length);
+  }
   const replayed = digest !== undefined && !(await seen(deps.db, providerEventDeliveries, provider, deliveryId)) && (await seen(deps.db, providerEventBodies, provider, digest));
   // Seen before under another id: never acts alone. Each named integration not yet invalid is checked live — outside any
   // transaction — and only GitHub's refusal lets the revocation act; no verdict leaves the status and asks for a validation now.
@@ -248,10 +274,7 @@ export async function receiveDelivery(deps: EventDeps, delivery: IncomingDeliver
       throw error;
     }
   }
-  const changed = acted.length;
-  deps.metrics?.providerEvent(provider, rule.type, outcome);
-  deps.logger.info({ provider, app: app.id, type: rule.type, deliveryId, outcome, integrations: changed }, 'provider event received');
-  return { success: true };
+  return received(outcome, acted.length);
 }
 
 /** Whether `key` is kept in `table` (provider delivery ids, body digests) for `provider`. */

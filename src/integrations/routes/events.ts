@@ -154,6 +154,7 @@ async function receive(
         logger: request.log,
         ...(services.metrics ? { metrics: services.metrics } : {}),
         limit: () => services.rateLimiter.checkProviderEvents(request, reply, found.ref.id),
+        group: services.providerEvents,
         // GitHub's `unsuspend`: the integration validated again, its outcome persisted by the lifecycle.
         revalidate: async (organizationId, integrationId, actor) => {
           await services.lifecycle.validate(await loadById(services, organizationId, integrationId), actor);

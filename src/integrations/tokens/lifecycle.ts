@@ -9,7 +9,7 @@ import type { IntegrationRow } from '../integrations.ts';
 import { blockedUntil, budgetKey, type ProviderBudgets, readBudget } from '../budgets.ts';
 import { type ProviderContext, ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
 import type { UnitOfWork } from '../../ground/work.ts';
-import { applyTransition, keepStatus, type Transition } from '../status.ts';
+import { applyLockedTransitions, applyTransition, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
 import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
@@ -497,16 +497,31 @@ export class TokenLifecycle {
    * detection metrics — `occurredAt` being when the provider says it happened, if it says.
    */
   transitionIn(work: UnitOfWork, organizationId: string, integrationId: string, next: Transition, occurredAt?: Date): Promise<IntegrationRow | null> {
-    return applyTransition(work, organizationId, integrationId, next, (before) =>
-      work.afterCommit(() => {
-        // A line an operator can follow (decision 147): ids and our words, no secret.
-        this.deps.logger.info(
-          { provider: before.provider, integrationId, organizationId, from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}) },
-          `integration status changed to ${next.status}`,
-        );
-        if (next.status === 'invalid' && next.source && next.source !== 'connect') this.detected(before, next.source, occurredAt);
-      }),
+    return applyTransition(work, organizationId, integrationId, next, (before) => this.changed(work, before, next, occurredAt));
+  }
+
+  /**
+   * `transitionIn` for many rows at once, each already locked `FOR UPDATE` and read in `work`'s
+   * transaction (provider events acted on together, decision 331): one statement per step for all
+   * of them (status.ts `applyLockedTransitions`), each change with its own actor and time.
+   */
+  transitionAllIn(work: UnitOfWork, changes: readonly { before: IntegrationRow; next: Transition; actor: AuditActor; occurredAt?: Date | undefined }[]): Promise<void> {
+    return applyLockedTransitions(
+      work,
+      changes.map(({ before, next, actor, occurredAt }) => ({ before, next, actor, onChanged: (row) => this.changed(work, row, next, occurredAt) })),
     );
+  }
+
+  /** Once committed: the log line and, for a revocation, its detection metrics. */
+  private changed(work: UnitOfWork, before: IntegrationRow, next: Transition, occurredAt: Date | undefined): void {
+    work.afterCommit(() => {
+      // A line an operator can follow (decision 147): ids and our words, no secret.
+      this.deps.logger.info(
+        { provider: before.provider, integrationId: before.id, organizationId: before.organizationId, from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}) },
+        `integration status changed to ${next.status}`,
+      );
+      if (next.status === 'invalid' && next.source && next.source !== 'connect') this.detected(before, next.source, occurredAt);
+    });
   }
 
   /** Counts a committed revocation: how long it went unnoticed, exactly when the provider says when it happened, else as a bound. */
