@@ -1,6 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { recordAudit } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
+import { type Db, HotStatement } from '../db/client.ts';
 import { type IntegrationStatus, integrations } from '../db/schema.ts';
 import type { UnitOfWork } from '../ground/work.ts';
 import type { IntegrationRow } from './integrations.ts';
@@ -162,6 +162,40 @@ export async function keepStatus(db: Db, organizationId: string, integrationId: 
     .where(and(byId(organizationId, integrationId), eq(integrations.status, next.status)))
     .returning();
   return unchanged ?? null;
+}
+
+/** A validation that found a token good, to be written with others (`keepConnectedMany`). */
+export interface HeldValidation {
+  organizationId: string;
+  id: string;
+  /** When the provider answered. */
+  validatedAt: Date;
+  nextValidationAt: Date;
+}
+
+const KEEP_CONNECTED = new HotStatement<{ organization_id: string; id: string }>(sql`UPDATE integrations AS i
+  SET status = 'connected', last_error = NULL, token_valid = true, last_validated_at = v.validated_at, next_validation_at = v.next_validation_at,
+    detected_at = NULL, updated_at = now()
+  FROM json_to_recordset(${sql.placeholder('rows')}::text::json) AS v(organization_id text, id text, validated_at timestamptz, next_validation_at timestamptz)
+  WHERE i.organization_id = v.organization_id AND i.id = v.id AND i.status = 'connected'
+  RETURNING i.organization_id, i.id`);
+
+/**
+ * `keepStatus` for many validations that found their tokens good, in one statement (a validation
+ * pass's batch, decision 333): each row still `connected` is written as `keepStatus` writes it, no
+ * audit row and no event. Returns the keys (`organizationId:id`) written; a row not among them has
+ * changed its status meanwhile (or is gone) and takes `applyTransition`, as one validation would.
+ */
+export async function keepConnectedMany(db: Db, held: readonly HeldValidation[]): Promise<Set<string>> {
+  if (held.length === 0) return new Set();
+  const rows = held.map((one) => ({
+    organization_id: one.organizationId,
+    id: one.id,
+    validated_at: one.validatedAt.toISOString(),
+    next_validation_at: one.nextValidationAt.toISOString(),
+  }));
+  const written = await KEEP_CONNECTED.rows(db, { rows: JSON.stringify(rows) });
+  return new Set(written.map((row) => `${row.organization_id}:${row.id}`));
 }
 
 /**

@@ -1,10 +1,12 @@
-import { type Db, queryRows, sql } from '../db/client.ts';
+import { type Db, HotStatement, sql } from '../db/client.ts';
 import type { Services } from '../services.ts';
 import { inSpan } from '../telemetry/tracing.ts';
+import { budgetKey, KnownBudgets } from './budgets.ts';
+import type { HeldValidation } from './status.ts';
 import { type LoadedIntegration, loadById, loadMany } from './tokens/loaded.ts';
 
 /** What a validation pass uses. */
-export type ValidationDeps = Pick<Services, 'db' | 'providers' | 'apps' | 'config' | 'lifecycle' | 'logger'>;
+export type ValidationDeps = Pick<Services, 'db' | 'providers' | 'apps' | 'config' | 'lifecycle' | 'budgets' | 'logger'>;
 
 export interface ValidationPassOptions {
   /** Rows claimed per batch. */
@@ -44,20 +46,21 @@ interface Claimed {
  */
 export async function claimDue(db: Db, limit: number, intervalSeconds: number, providers: string[]): Promise<Claimed[]> {
   if (providers.length === 0) return [];
-  return queryRows<Claimed>(
-    db,
-    sql`UPDATE integrations AS i SET next_validation_at = now() + ${`${intervalSeconds} seconds`}::interval
-        FROM (
-          SELECT organization_id, id FROM integrations
-          WHERE status <> 'invalid' AND next_validation_at <= now() AND provider = ANY(${sql.param(providers)}::text[])
-          ORDER BY next_validation_at
-          LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
-        ) AS due
-        WHERE i.organization_id = due.organization_id AND i.id = due.id
-        RETURNING i.organization_id, i.id, i.provider`,
-  );
+  return CLAIM.rows(db, { interval: `${intervalSeconds} seconds`, providers, limit });
 }
+
+const CLAIM = new HotStatement<Claimed>(
+  sql`UPDATE integrations AS i SET next_validation_at = now() + ${sql.placeholder('interval')}::interval
+      FROM (
+        SELECT organization_id, id FROM integrations
+        WHERE status <> 'invalid' AND next_validation_at <= now() AND provider = ANY(${sql.placeholder('providers')}::text[])
+        ORDER BY next_validation_at
+        LIMIT ${sql.placeholder('limit')}::int
+        FOR UPDATE SKIP LOCKED
+      ) AS due
+      WHERE i.organization_id = due.organization_id AND i.id = due.id
+      RETURNING i.organization_id, i.id, i.provider`,
+);
 
 /**
  * One validation pass: claim due rows in batches and give each the live check (the status
@@ -82,7 +85,11 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
     if (claimed.length === 0) break;
     result.claimed += claimed.length;
     const byProvider = new Map<string, Claimed[]>();
-    for (const row of claimed) byProvider.set(row.provider, [...(byProvider.get(row.provider) ?? []), row]);
+    for (const row of claimed) {
+      const rows = byProvider.get(row.provider);
+      if (rows) rows.push(row);
+      else byProvider.set(row.provider, [row]);
+    }
 
     let loaded: Map<string, LoadedIntegration>;
     try {
@@ -92,6 +99,10 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
       // One undecryptable secret spoils the batch read: fall back to one read per integration.
       loaded = new Map();
     }
+    // The batch's account budgets in one statement (decision 333); a check of an integration read alone reads its own.
+    const budgets = await services.budgets.readMany([...loaded.values()].map((one) => budgetKey(one.row, one.provider))).catch(() => new KnownBudgets());
+    // Valid results are written together once the batch is done (decision 333); failures are persisted as they happen.
+    const held: HeldValidation[] = [];
 
     await Promise.all(
       [...byProvider.entries()].map(async ([provider, rows]) => {
@@ -101,7 +112,7 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
             const row = rows[next++] as Claimed;
             try {
               const current = loaded.get(`${row.organization_id}:${row.id}`) ?? (await loadById(services, row.organization_id, row.id));
-              const { outcome } = await services.lifecycle.check(current, actor, due);
+              const { outcome } = await services.lifecycle.check(current, actor, due, { hold: held, budgets });
               // An account whose budget is known exhausted was not called: validated again once its reset has passed, not counted as a failure.
               if (outcome.kind === 'budgetExhausted') {
                 await validateAgainAt(services.db, row.organization_id, row.id, new Date(outcome.until));
@@ -120,6 +131,13 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
         await Promise.all(Array.from({ length: Math.min(concurrency, rows.length) }, worker));
       }),
     );
+    for (const { held: one, error } of await services.lifecycle.keepValidated(held, actor)) {
+      // Counted as it would have been had its own write failed during its check.
+      result.valid--;
+      result.errors++;
+      const provider = claimed.find((row) => row.organization_id === one.organizationId && row.id === one.id)?.provider;
+      services.logger.warn({ integrationId: one.id, provider, code: (error as { code?: string }).code }, 'background validation failed for one integration');
+    }
     if (claimed.length < batchSize) break;
   }
   return result;
