@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../src/db/client.ts';
+import type { HeldValidation } from '../src/integrations/status.ts';
+import { loadById } from '../src/integrations/tokens/loaded.ts';
 import { runValidationPass } from '../src/integrations/validator.ts';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
@@ -196,6 +198,29 @@ describe('background validation in batches (issue 42)', () => {
       expect(quiet.logs.text).not.toContain('refused for the test');
     } finally {
       await quiet.database.db.execute(sql`DROP TRIGGER refuse_validation ON integrations`);
+      await quiet.close();
+    }
+  });
+
+  it('a good result held for its batch never undoes a status another request set meanwhile, on newer evidence', async () => {
+    const { quiet, ids } = await quietWith(1, 'held-then-revoked');
+    try {
+      const one = ids[0] as (typeof ids)[number];
+      const { lifecycle } = quiet.app.services;
+      const actor = { principal: null, requestId: null };
+      const hold: HeldValidation[] = [];
+      const { outcome } = await lifecycle.check(await loadById(quiet.app.services, one.organizationId, one.id), actor, {}, { hold });
+      expect(outcome.kind).toBe('valid');
+      expect(hold).toHaveLength(1);
+      // A proxied call's 401 makes it `invalid` after the provider answered the validation, before the batch is written.
+      await quiet.database.db.execute(sql`UPDATE integrations SET status = 'invalid', last_error = 'token unauthorized', token_valid = false WHERE id = ${one.id}`);
+      expect(await lifecycle.keepValidated(hold, actor)).toEqual([]);
+      const [row] = await rowsOf(quiet.database.db);
+      expect(row).toMatchObject({ status: 'invalid', last_error: 'token unauthorized' });
+      expect(row?.validated_ago).toBeGreaterThan(3600);
+      const [audited] = await queryRows<{ n: number }>(quiet.database.db, sql`SELECT count(*)::int AS n FROM audit_logs WHERE action = 'integration.status_changed'`);
+      expect(audited?.n).toBe(0);
+    } finally {
       await quiet.close();
     }
   });

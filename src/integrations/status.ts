@@ -134,6 +134,11 @@ export interface Transition {
   source?: TransitionSource;
   /** The provider's delivery id, when its event caused the transition: kept in the audit row. */
   deliveryId?: string;
+  /**
+   * Applied only while the row's status is still this one (a result held since the row was read,
+   * decision 333): a status another request set meanwhile, on newer evidence, stands.
+   */
+  onlyFrom?: IntegrationStatus;
 }
 
 function transitionFields(next: Transition, now: Date) {
@@ -171,6 +176,8 @@ export interface HeldValidation {
   /** When the provider answered. */
   validatedAt: Date;
   nextValidationAt: Date;
+  /** The row's status when the check read it. */
+  from: IntegrationStatus;
 }
 
 const KEEP_CONNECTED = new HotStatement<{ organization_id: string; id: string }>(sql`UPDATE integrations AS i
@@ -182,9 +189,9 @@ const KEEP_CONNECTED = new HotStatement<{ organization_id: string; id: string }>
 
 /**
  * `keepStatus` for many validations that found their tokens good, in one statement (a validation
- * pass's batch, decision 333): each row still `connected` is written as `keepStatus` writes it, no
- * audit row and no event. Returns the keys (`organizationId:id`) written; a row not among them has
- * changed its status meanwhile (or is gone) and takes `applyTransition`, as one validation would.
+ * pass's batch, decision 333): each row `connected` is written as `keepStatus` writes it, no audit
+ * row and no event. Returns the keys (`organizationId:id`) written; a row not among them is not
+ * `connected` (or is gone), and takes `applyTransition` as one validation would.
  */
 export async function keepConnectedMany(db: Db, held: readonly HeldValidation[]): Promise<Set<string>> {
   if (held.length === 0) return new Set();
@@ -215,6 +222,7 @@ export async function applyTransition(
   const where = byId(organizationId, integrationId);
   const [before] = await work.db.select().from(integrations).where(where).for('update');
   if (!before) return null;
+  if (next.onlyFrom !== undefined && before.status !== next.onlyFrom) return before;
   const changed = before.status !== next.status;
   const [after] = await work.db
     .update(integrations)

@@ -265,7 +265,7 @@ export class TokenLifecycle {
     this.deps.metrics?.validationOutcome(loaded.provider.id, 'valid');
     if (!settle) return { loaded, outcome: { kind: 'valid' } };
     if (options.hold) {
-      options.hold.push({ organizationId: loaded.row.organizationId, id: loaded.row.id, validatedAt: new Date(), nextValidationAt });
+      options.hold.push({ organizationId: loaded.row.organizationId, id: loaded.row.id, validatedAt: new Date(), nextValidationAt, from: loaded.row.status });
       return { loaded, outcome: { kind: 'valid' } };
     }
     const row = await this.apply(loaded, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
@@ -491,11 +491,12 @@ export class TokenLifecycle {
   }
 
   /**
-   * Writes the validations `check` held back (`LiveCheckOptions.hold`): those whose rows are still
+   * Writes the validations `check` held back (`LiveCheckOptions.hold`): those whose rows are
    * `connected` in one statement (status.ts `keepConnectedMany`), each other one as its own
-   * `transition` would have been written (a status change with its audit row and event). When the
-   * one statement fails, every validation is written alone, so one row's failing write loses no
-   * other's. Returns the validations that could not be written, each with its error.
+   * `transition` would have been written (a status change with its audit row and event) — unless
+   * its status has changed since the check read it: that change came later, on newer evidence,
+   * and stands. When the one statement fails, every validation is written alone, so one row's
+   * failing write loses no other's. Returns the validations that could not be written, each with its error.
    */
   async keepValidated(held: readonly HeldValidation[], actor: AuditActor): Promise<{ held: HeldValidation; error: unknown }[]> {
     let kept = new Set<string>();
@@ -508,7 +509,7 @@ export class TokenLifecycle {
     for (const one of held) {
       if (kept.has(`${one.organizationId}:${one.id}`)) continue;
       try {
-        await this.transition(one.organizationId, one.id, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt: one.nextValidationAt }, actor);
+        await this.transition(one.organizationId, one.id, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt: one.nextValidationAt, onlyFrom: one.from }, actor);
       } catch (error) {
         failed.push({ held: one, error });
       }
