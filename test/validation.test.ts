@@ -224,4 +224,28 @@ describe('background validation in batches (issue 42)', () => {
       await quiet.close();
     }
   });
+
+  it('rows of a batch never checked — their provider backed off — are due again at once, not an interval later', async () => {
+    const { quiet } = await quietWith(3, 'released');
+    gh.mode.api = 'rate-limited';
+    try {
+      const result = await runValidationPass(quiet.app.services, { batchSize: 50, concurrencyPerProvider: 1 });
+      expect(result).toMatchObject({ claimed: 3, rateLimited: 1, valid: 0, invalid: 0, errors: 0 });
+    } finally {
+      gh.mode.api = 'ok';
+    }
+    try {
+      const rows = await rowsOf(quiet.database.db);
+      // The one checked waits for the provider's Retry-After; the two never checked are due now, for the next pass.
+      expect(rows.filter((row) => row.next_in > 0)).toHaveLength(1);
+      expect(rows.filter((row) => row.next_in <= 0)).toHaveLength(2);
+      for (const row of rows) expect(row).toMatchObject({ status: 'connected' });
+      for (const row of rows) expect(row.validated_ago).toBeGreaterThan(3600);
+      // The limit is kept for every instance until its reset, which passes here (decision 326).
+      const [kept] = await queryRows<{ n: number }>(quiet.database.db, sql`SELECT count(*)::int AS n FROM provider_budgets WHERE blocked_until > now()`);
+      expect(kept?.n).toBe(1);
+    } finally {
+      await quiet.close();
+    }
+  });
 });
