@@ -129,7 +129,11 @@ export async function runValidationPass(services: ValidationDeps, options: Valid
     let handedOut = 0;
     const started = new Set<Claimed>();
     const claimAhead = () => {
-      if (coming === null && claimed.length === batchSize && Date.now() < deadline) coming = claimNext().catch(() => null);
+      if (coming !== null || claimed.length < batchSize || Date.now() >= deadline) return;
+      const ahead = claimNext();
+      // Awaited after this batch: a failure then ends the pass as a failed claim always has; until then it is not unhandled.
+      ahead.catch(() => {});
+      coming = ahead;
     };
 
     await Promise.all(
