@@ -31,9 +31,13 @@ export interface ValidationBenchResult {
   rssGrowthMb: number;
   /** Heap after a full GC, after the pass minus before it (needs --expose-gc). */
   heapGrowthMb: number | null;
+  /** Statements the pass ran, per validated integration, and by first words (the census). */
+  statementsPerIntegration: number;
+  census: string;
 }
 
-export async function openBenchDatabase(): Promise<{ database: Database; cleanup(): Promise<void> }> {
+/** `onQuery` sees the text of every statement Drizzle runs (the census). */
+export async function openBenchDatabase(onQuery?: (query: string) => void): Promise<{ database: Database; cleanup(): Promise<void> }> {
   const url = process.env.BENCH_DATABASE_URL;
   if (url) {
     const pg = (await import('pg')).default;
@@ -44,7 +48,7 @@ export async function openBenchDatabase(): Promise<{ database: Database; cleanup
     await admin.end();
     const dbUrl = new URL(url);
     dbUrl.pathname = `/${name}`;
-    const database = await openPostgres({ url: dbUrl.href, poolMax: 20, statementTimeout: 60, connectTimeout: 5 });
+    const database = await openPostgres({ url: dbUrl.href, poolMax: 20, statementTimeout: 60, connectTimeout: 5, ...(onQuery ? { onQuery } : {}) });
     return {
       database,
       cleanup: async () => {
@@ -57,7 +61,7 @@ export async function openBenchDatabase(): Promise<{ database: Database; cleanup
     };
   }
   const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
-  const database = await openPglite({ dataDir: dir });
+  const database = await openPglite({ dataDir: dir, ...(onQuery ? { onQuery } : {}) });
   return { database, cleanup: async () => { await database.close(); rmSync(dir, { recursive: true, force: true }); } };
 }
 
@@ -117,10 +121,21 @@ export function heapAfterGc(): number | null {
   return process.memoryUsage().heapUsed / 1048576;
 }
 
+/** Statements counted by their first words (`select`, `update "integrations"`…), most first. */
+function censusOf(statements: string[]): string {
+  const counts = new Map<string, number>();
+  for (const text of statements) {
+    const words = text.trim().replace(/\s+/g, ' ').split(' ').slice(0, 3).join(' ').toLowerCase();
+    counts.set(words, (counts.get(words) ?? 0) + 1);
+  }
+  return [...counts.entries()].sort((a, b) => b[1] - a[1]).map(([words, n]) => `${n}× ${words}`).join('; ');
+}
+
 /** Runs one validation pass over `count` seeded integrations. */
 export async function benchValidation(count: number): Promise<ValidationBenchResult> {
   const apiServer = await startSlowUserApi(LATENCY_MS);
-  const { database, cleanup } = await openBenchDatabase();
+  let recording: string[] | null = null;
+  const { database, cleanup } = await openBenchDatabase((query) => recording?.push(query));
   try {
     await database.migrate();
     const config = loadConfig({
@@ -139,9 +154,12 @@ export async function benchValidation(count: number): Promise<ValidationBenchRes
     const heapBefore = heapAfterGc();
     const baselinePerSecond = await baseline(apiServer.url, Math.min(count, 2000));
     const callsBefore = apiServer.calls();
+    const statements: string[] = [];
+    recording = statements;
     const started = performance.now();
     const measured = await withPeakRss(() => runValidationPass(app.services, { batchSize: 500, concurrencyPerProvider: CONCURRENCY, budgetMs: 3_600_000 }));
     const seconds = (performance.now() - started) / 1000;
+    recording = null;
     const validated = measured.result.valid;
     if (validated !== count) throw new Error(`validated ${validated} of ${count} (${JSON.stringify(measured.result)})`);
     if (apiServer.calls() - callsBefore !== count) throw new Error('provider calls do not match');
@@ -157,6 +175,8 @@ export async function benchValidation(count: number): Promise<ValidationBenchRes
       peakRssMb: measured.peakRssMb,
       rssGrowthMb: measured.peakRssMb - measured.startRssMb,
       heapGrowthMb: heapBefore !== null && heapAfter !== null ? heapAfter - heapBefore : null,
+      statementsPerIntegration: statements.length / count,
+      census: censusOf(statements),
     };
   } finally {
     await cleanup();
@@ -171,5 +191,6 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     console.log(
       `validation pass  ${r.backend.padEnd(6)} n=${String(r.count).padStart(6)}  ${fmt(r.seconds)} s  ${fmt(r.perSecond, 0)} integrations/s  baseline ${fmt(r.baselinePerSecond, 0)}/s  ratio ${fmt(r.ratio, 2)}  peak RSS ${fmt(r.peakRssMb, 0)} MiB (+${fmt(r.rssGrowthMb, 0)} during the pass)  heap after GC ${r.heapGrowthMb === null ? 'n/a' : `${r.heapGrowthMb >= 0 ? '+' : ''}${fmt(r.heapGrowthMb)} MiB`}`,
     );
+    console.log(`  statements per integration ${fmt(r.statementsPerIntegration, 3)}: ${r.census}`);
   }
 }

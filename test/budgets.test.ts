@@ -384,6 +384,35 @@ describe('the validation pass and the status route', () => {
   });
 });
 
+describe('the validation pass reads a batch\'s budgets at once (decision 333)', () => {
+  it('and still sends nothing to an account whose budget an earlier check of the same batch found exhausted', async () => {
+    // Two organizations' integrations of one GitHub account: one budget, the deployment app's grant of that account.
+    const login = `github-budget-shared-${++logins}`;
+    gh.addUser({ login, email: `${login}@example.com` });
+    const first = await registerAndLogin(t.fastify, `${login}-a`);
+    const second = await registerAndLogin(t.fastify, `${login}-b`);
+    for (const account of [first, second]) expect((await connect(t.fastify, account.token, gh, login)).statusCode).toBe(200);
+    await t.database.db.execute(sql`UPDATE integrations SET next_validation_at = now() + interval '1 day'`);
+    await t.database.db.execute(
+      sql`UPDATE integrations SET next_validation_at = now() - interval '1 second', last_validated_at = now() - interval '1 day' WHERE organization_id IN (${first.organizationId}, ${second.organizationId})`,
+    );
+    // Earlier tests' budgets have reset (decision 326): this account starts with none.
+    await t.database.db.execute(sql`DELETE FROM provider_budgets`);
+    const seen: FakeContext[] = [];
+    gh.script = (ctx) => {
+      if (ctx.path !== '/api/user') return null;
+      seen.push(ctx);
+      return json(200, { id: 4242, login }, { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': epoch(120) });
+    };
+    const result = await runValidationPass(t.app.services, { batchSize: 50, concurrencyPerProvider: 1 });
+    expect(result).toMatchObject({ claimed: 2, valid: 1, budgetExhausted: 1, errors: 0, rateLimited: 0 });
+    expect(seen).toHaveLength(1);
+    expect((await budgetRows()).map((row) => row.remaining)).toEqual([0]);
+    // The reset passes (decision 326).
+    await t.database.db.execute(sql`DELETE FROM provider_budgets`);
+  });
+});
+
 describe('what validation learns', () => {
   it('a rate-limited account check in a validation pass is remembered: the next proxied call is not sent', async () => {
     const account = await connected();

@@ -137,6 +137,34 @@ const READ = new HotStatement<{ b: Record<string, unknown> }>(
   sql`SELECT row_to_json(b) AS b FROM provider_budgets b WHERE b.scope = ${sql.placeholder('scope')} AND b.account_id = ${sql.placeholder('accountId')}`,
 );
 
+const READ_MANY = new HotStatement<{ scope: string; account_id: string; b: Record<string, unknown> }>(
+  sql`SELECT b.scope, b.account_id, row_to_json(b) AS b FROM provider_budgets b
+      JOIN unnest(${sql.placeholder('scopes')}::text[], ${sql.placeholder('accountIds')}::text[]) AS k(scope, account_id) ON b.scope = k.scope AND b.account_id = k.account_id`,
+);
+
+const knownKey = (key: Pick<BudgetKey, 'scope' | 'accountId'>) => `${key.scope}\n${key.accountId}`;
+
+/**
+ * Budgets read ahead for many live checks at once (a validation pass's batch: one statement, not
+ * one per check), kept up to date with what those checks' own answers teach (decision 333).
+ */
+export class KnownBudgets {
+  private readonly byKey = new Map<string, Budget | null>();
+
+  /** Whether `key` was read ahead (a key with no stored budget was too: its budget is null). */
+  has(key: BudgetKey): boolean {
+    return this.byKey.has(knownKey(key));
+  }
+
+  get(key: BudgetKey): Budget | null {
+    return this.byKey.get(knownKey(key)) ?? null;
+  }
+
+  set(key: Pick<BudgetKey, 'scope' | 'accountId'>, budget: Budget | null): void {
+    this.byKey.set(knownKey(key), budget);
+  }
+}
+
 /** The budgets' store: read, and written only when a change matters, within `BUDGET_WRITE_MS`. */
 export class ProviderBudgets {
   readonly metrics: BudgetMetrics | undefined;
@@ -153,6 +181,18 @@ export class ProviderBudgets {
   async read(key: BudgetKey): Promise<Budget | null> {
     const [row] = await READ.rows(this.db, { scope: key.scope, accountId: key.accountId });
     return budgetFromJson(row?.b ?? null);
+  }
+
+  /** The stored budgets of `keys`, in one statement (a validation pass's batch); a key with none is known as null. */
+  async readMany(keys: BudgetKey[]): Promise<KnownBudgets> {
+    const known = new KnownBudgets();
+    const unique = new Map(keys.map((key) => [knownKey(key), key]));
+    if (unique.size === 0) return known;
+    for (const key of unique.values()) known.set(key, null);
+    const list = [...unique.values()];
+    const rows = await READ_MANY.rows(this.db, { scopes: list.map((key) => key.scope), accountIds: list.map((key) => key.accountId) });
+    for (const row of rows) known.set({ scope: row.scope, accountId: row.account_id }, budgetFromJson(row.b));
+    return known;
   }
 
   /**

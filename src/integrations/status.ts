@@ -1,6 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { recordAudit, recordAudits } from '../audit/audit.ts';
-import type { Db } from '../db/client.ts';
+import { type Db, HotStatement } from '../db/client.ts';
 import { type IntegrationStatus, integrations } from '../db/schema.ts';
 import type { AuditActor, UnitOfWork } from '../ground/work.ts';
 import type { IntegrationRow } from './integrations.ts';
@@ -134,6 +134,11 @@ export interface Transition {
   source?: TransitionSource;
   /** The provider's delivery id, when its event caused the transition: kept in the audit row. */
   deliveryId?: string;
+  /**
+   * Applied only while the row's status is still this one (a result held since the row was read,
+   * decision 333): a status another request set meanwhile, on newer evidence, stands.
+   */
+  onlyFrom?: IntegrationStatus;
 }
 
 function transitionFields(next: Transition, now: Date) {
@@ -164,6 +169,42 @@ export async function keepStatus(db: Db, organizationId: string, integrationId: 
   return unchanged ?? null;
 }
 
+/** A validation that found a token good, to be written with others (`keepConnectedMany`). */
+export interface HeldValidation {
+  organizationId: string;
+  id: string;
+  /** When the provider answered. */
+  validatedAt: Date;
+  nextValidationAt: Date;
+  /** The row's status when the check read it. */
+  from: IntegrationStatus;
+}
+
+const KEEP_CONNECTED = new HotStatement<{ organization_id: string; id: string }>(sql`UPDATE integrations AS i
+  SET status = 'connected', last_error = NULL, token_valid = true, last_validated_at = v.validated_at, next_validation_at = v.next_validation_at,
+    detected_at = NULL, updated_at = now()
+  FROM json_to_recordset(${sql.placeholder('rows')}::text::json) AS v(organization_id text, id text, validated_at timestamptz, next_validation_at timestamptz)
+  WHERE i.organization_id = v.organization_id AND i.id = v.id AND i.status = 'connected'
+  RETURNING i.organization_id, i.id`);
+
+/**
+ * `keepStatus` for many validations that found their tokens good, in one statement (a validation
+ * pass's batch, decision 333): each row `connected` is written as `keepStatus` writes it, no audit
+ * row and no event. Returns the keys (`organizationId:id`) written; a row not among them is not
+ * `connected` (or is gone), and takes `applyTransition` as one validation would.
+ */
+export async function keepConnectedMany(db: Db, held: readonly HeldValidation[]): Promise<Set<string>> {
+  if (held.length === 0) return new Set();
+  const rows = held.map((one) => ({
+    organization_id: one.organizationId,
+    id: one.id,
+    validated_at: one.validatedAt.toISOString(),
+    next_validation_at: one.nextValidationAt.toISOString(),
+  }));
+  const written = await KEEP_CONNECTED.rows(db, { rows: JSON.stringify(rows) });
+  return new Set(written.map((row) => `${row.organization_id}:${row.id}`));
+}
+
 /**
  * Persists a status transition in `work`'s transaction: locks the row, reads the status it
  * changes from, and — only when the status actually changes — writes an audit row and queues
@@ -181,6 +222,7 @@ export async function applyTransition(
   const where = byId(organizationId, integrationId);
   const [before] = await work.db.select().from(integrations).where(where).for('update');
   if (!before) return null;
+  if (next.onlyFrom !== undefined && before.status !== next.onlyFrom) return before;
   const changed = before.status !== next.status;
   const [after] = await work.db
     .update(integrations)

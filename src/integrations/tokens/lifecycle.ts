@@ -6,10 +6,10 @@ import type { Outbox } from '../../events/outbox.ts';
 import { AppError } from '../../ground/errors.ts';
 import { systemUnitOfWork } from '../../ground/work.ts';
 import type { IntegrationRow } from '../integrations.ts';
-import { blockedUntil, budgetKey, type ProviderBudgets, readBudget } from '../budgets.ts';
+import { blockedUntil, budgetKey, type KnownBudgets, type ProviderBudgets, readBudget } from '../budgets.ts';
 import { type ProviderContext, ProviderError, type ProviderFailureKind, type TokenSet } from '../providers/types.ts';
 import type { UnitOfWork } from '../../ground/work.ts';
-import { applyLockedTransitions, applyTransition, keepStatus, type Transition } from '../status.ts';
+import { applyLockedTransitions, applyTransition, type HeldValidation, keepConnectedMany, keepStatus, type Transition } from '../status.ts';
 import { tokenRequest } from '../token-endpoint.ts';
 import { FastReads, type ReadPool } from './fast-read.ts';
 import { type LoadDeps, type LoadedIntegration, loadById, withSecrets } from './loaded.ts';
@@ -110,6 +110,14 @@ export type CheckOutcome = ValidationOutcome | { kind: 'refreshed' } | { kind: '
  */
 export interface LiveCheckOptions {
   settle?: boolean;
+  /**
+   * A validation that finds the token good (status `connected` after it) is not written but pushed
+   * here, for `keepValidated` to write with others in one statement (a validation pass's batch); the
+   * row the check answers with is then the one it started from. Failures are persisted as ever.
+   */
+  hold?: HeldValidation[];
+  /** The account budgets read ahead with a batch (`ProviderBudgets.readMany`), kept up to date with what this check learns; else the check reads its own. */
+  budgets?: KnownBudgets;
 }
 
 /**
@@ -243,7 +251,7 @@ export class TokenLifecycle {
     if (!token) throw new AppError('INTERNAL', { message: 'integration has no access token' });
     const nextValidationAt = new Date(Date.now() + this.deps.timeouts.validationIntervalMs);
     try {
-      await loaded.provider.definition.validate(this.learning(loaded), token);
+      await loaded.provider.definition.validate(this.learning(loaded, options.budgets), token);
     } catch (error) {
       if (!(error instanceof ProviderError)) throw error;
       this.deps.metrics?.validationOutcome(loaded.provider.id, error.kind);
@@ -256,15 +264,20 @@ export class TokenLifecycle {
     }
     this.deps.metrics?.validationOutcome(loaded.provider.id, 'valid');
     if (!settle) return { loaded, outcome: { kind: 'valid' } };
+    if (options.hold) {
+      options.hold.push({ organizationId: loaded.row.organizationId, id: loaded.row.id, validatedAt: new Date(), nextValidationAt, from: loaded.row.status });
+      return { loaded, outcome: { kind: 'valid' } };
+    }
     const row = await this.apply(loaded, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt }, actor);
     return { loaded: { ...loaded, row }, outcome: { kind: 'valid' } };
   }
 
   /** A live check's outcome when the account's budget is known exhausted (nothing sent, nothing persisted), else null. */
-  private async exhausted(loaded: LoadedIntegration): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome } | null> {
+  private async exhausted(loaded: LoadedIntegration, known?: KnownBudgets): Promise<{ loaded: LoadedIntegration; outcome: CheckOutcome } | null> {
     const budgets = this.deps.budgets;
     if (!budgets || loaded.provider.traits.renews === 'mint') return null;
-    const until = blockedUntil(await budgets.read(budgetKey(loaded.row, loaded.provider)));
+    const key = budgetKey(loaded.row, loaded.provider);
+    const until = blockedUntil(known?.has(key) ? known.get(key) : await budgets.read(key));
     return until === null ? null : { loaded, outcome: { kind: 'budgetExhausted', until } };
   }
 
@@ -273,7 +286,7 @@ export class TokenLifecycle {
    * §5f): an answer that says the budget is exhausted, or a rate limit, is stored for every instance
    * before it is read (budgets.ts `learn`; nothing is written while the budget has calls left).
    */
-  private learning(loaded: LoadedIntegration): ProviderContext {
+  private learning(loaded: LoadedIntegration, known?: KnownBudgets): ProviderContext {
     const context = loaded.provider.contextFor(loaded.row.metadata);
     const budgets = this.deps.budgets;
     if (!budgets) return context;
@@ -281,7 +294,10 @@ export class TokenLifecycle {
     const request: ProviderContext['request'] = async (url, init) => {
       const answer = await context.request(url, init);
       const failure = definition.classify(answer);
-      await budgets.learn(budgetKey(loaded.row, loaded.provider), null, readBudget(definition, answer, rateLimitOf(failure)));
+      const key = budgetKey(loaded.row, loaded.provider);
+      const learned = await budgets.learn(key, null, readBudget(definition, answer, rateLimitOf(failure)));
+      // The next check of this account in the same batch sees what this answer taught, as a fresh read would.
+      if (learned && known) known.set(key, learned);
       return answer;
     };
     return Object.assign(Object.create(context) as ProviderContext, { request });
@@ -356,10 +372,10 @@ export class TokenLifecycle {
         // A refresh shared with one that ended before this check looked (decision 49) asked the provider nothing:
         // no validation has happened since, and the live answer is still owed (decision 186).
         if (refreshed.row.lastValidatedAt?.getTime() !== loaded.row.lastValidatedAt?.getTime()) return { loaded: refreshed, outcome: { kind: 'refreshed' } };
-        return (await this.exhausted(refreshed)) ?? (await this.validate(refreshed, actor, { settle }));
+        return (await this.exhausted(refreshed, options.budgets)) ?? (await this.validate(refreshed, actor, options));
       }
       // The account call is an API call: not sent while the account's budget is known exhausted (a refresh above is a token-endpoint call, never held back).
-      return (await this.exhausted(loaded)) ?? (await this.validate(loaded, actor, { settle }));
+      return (await this.exhausted(loaded, options.budgets)) ?? (await this.validate(loaded, actor, options));
     } catch (error) {
       if (!(error instanceof JudgedFailure)) throw error;
       return { loaded: await loadById(this.deps, loaded.row.organizationId, loaded.row.id), outcome: { kind: error.kind, failure: error } };
@@ -472,6 +488,33 @@ export class TokenLifecycle {
     const { transition } = failed.verdict;
     if (!transition || target.id === null) return null;
     return this.transition(target.organizationId, target.id, { ...transition, ...extra }, actor);
+  }
+
+  /**
+   * Writes the validations `check` held back (`LiveCheckOptions.hold`): those whose rows are
+   * `connected` in one statement (status.ts `keepConnectedMany`), each other one as its own
+   * `transition` would have been written (a status change with its audit row and event) — unless
+   * its status has changed since the check read it: that change came later, on newer evidence,
+   * and stands. When the one statement fails, every validation is written alone, so one row's
+   * failing write loses no other's. Returns the validations that could not be written, each with its error.
+   */
+  async keepValidated(held: readonly HeldValidation[], actor: AuditActor): Promise<{ held: HeldValidation; error: unknown }[]> {
+    let kept = new Set<string>();
+    try {
+      kept = await keepConnectedMany(this.deps.db, held);
+    } catch {
+      // Written one by one below: the failure is the failing row's alone.
+    }
+    const failed: { held: HeldValidation; error: unknown }[] = [];
+    for (const one of held) {
+      if (kept.has(`${one.organizationId}:${one.id}`)) continue;
+      try {
+        await this.transition(one.organizationId, one.id, { status: 'connected', lastError: null, tokenValid: true, validated: true, nextValidationAt: one.nextValidationAt, onlyFrom: one.from }, actor);
+      } catch (error) {
+        failed.push({ held: one, error });
+      }
+    }
+    return failed;
   }
 
   /** Persists a transition of the failure policy (see `transition`); returns the row after it (the one given when there is nothing to apply, or the row is gone). */

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Keyring } from '../../config/checks.ts';
-import { type Db, rowFromJson } from '../../db/client.ts';
-import { integrationSecrets, integrations } from '../../db/schema.ts';
+import { type Db, HotStatement, rowFromJson } from '../../db/client.ts';
+import { integrations } from '../../db/schema.ts';
 import { AppError } from '../../ground/errors.ts';
 import { findIntegrationById, findIntegrationByProvider, type IntegrationRow } from '../integrations.ts';
 import type { AppCatalog } from '../apps/catalog.ts';
@@ -69,29 +69,28 @@ export function withAccessToken(keyring: Keyring, row: IntegrationRow, provider:
   return { row, provider, secrets };
 }
 
-/** Many integrations with their secrets, in two statements (background passes); rows of unconfigured providers are skipped. */
+const LOAD_MANY = new HotStatement<{ i: Record<string, unknown>; s: { name: string; key_id: string; envelope: string }[] | null }>(
+  sql`SELECT row_to_json(i) AS i,
+        (SELECT json_agg(json_build_object('name', s.name, 'key_id', s.key_id, 'envelope', s.envelope)) FROM integration_secrets s
+          WHERE s.organization_id = i.organization_id AND s.integration_id = i.id) AS s
+      FROM integrations i
+      JOIN unnest(${sql.placeholder('organizationIds')}::text[], ${sql.placeholder('ids')}::text[]) AS k(organization_id, id) ON i.organization_id = k.organization_id AND i.id = k.id`,
+);
+
+/**
+ * Many integrations with their secrets, in one prepared statement (background passes), rows read
+ * from `row_to_json` by hand; rows of unconfigured providers are skipped.
+ */
 export async function loadMany(deps: LoadDeps, keys: { organizationId: string; id: string }[]): Promise<LoadedIntegration[]> {
   if (keys.length === 0) return [];
-  const pairs = sql.join(
-    keys.map((key) => sql`(${key.organizationId}, ${key.id})`),
-    sql`, `,
-  );
-  const rows = await deps.db.select().from(integrations).where(sql`(${integrations.organizationId}, ${integrations.id}) IN (${pairs})`);
-  const secretRows = await deps.db
-    .select()
-    .from(integrationSecrets)
-    .where(sql`(${integrationSecrets.organizationId}, ${integrationSecrets.integrationId}) IN (${pairs})`);
-  const byIntegration = new Map<string, (typeof secretRows)[number][]>();
-  for (const secret of secretRows) {
-    const key = `${secret.organizationId}:${secret.integrationId}`;
-    byIntegration.set(key, [...(byIntegration.get(key) ?? []), secret]);
-  }
+  const found = await LOAD_MANY.rows(deps.db, { organizationIds: keys.map((key) => key.organizationId), ids: keys.map((key) => key.id) });
   const loaded: LoadedIntegration[] = [];
-  for (const row of rows) {
+  for (const { i, s } of found) {
+    const row = integrationFromJson(i);
     const provider = await deps.apps.provider(deps.db, row.organizationId, row.appId, row.provider);
     if (!provider) continue;
     const ref = { organizationId: row.organizationId, integrationId: row.id, provider: row.provider };
-    loaded.push({ row, provider, secrets: decryptRows(deps.config.keyring, ref, byIntegration.get(`${row.organizationId}:${row.id}`) ?? []) });
+    loaded.push({ row, provider, secrets: decryptRows(deps.config.keyring, ref, (s ?? []).map((one) => ({ name: one.name, keyId: one.key_id, envelope: one.envelope }))) });
   }
   return loaded;
 }
