@@ -84,6 +84,9 @@ export const CASES: HttpCase[] = [
     request: (f) => ({ path: '/v1/integrations/stripe/credentials', ...jsonBody(f.jwt, { credentials: { apiKey: f.stripeKey } }) }),
     noSameWork: "its work includes the provider's answer to the verification, which a replay of its statements would not wait for",
   },
+  // Routes this milestone added (issue 42 asks for each against its same-work baseline).
+  { name: "GET /v1/apps (the organization's OAuth apps)", id: 'apps', request: (f) => ({ path: '/v1/apps', headers: f.jwt }) },
+  { name: "GET /v1/webhook-endpoints (the deployment's, service token)", id: 'webhook-endpoints', request: (f) => ({ path: '/v1/webhook-endpoints', headers: { authorization: f.serviceToken.authorization as string } }) },
   {
     name: 'POST /query { integrations }',
     id: 'graphql',
