@@ -231,26 +231,8 @@ export async function applyTransition(
     .returning();
   if (changed && after) {
     onChanged?.(before);
-    await recordAudit(work.db, work.actor, {
-      organizationId,
-      action: 'integration.status_changed',
-      targetType: 'integration',
-      targetId: integrationId,
-      detail: { from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}), ...(next.deliveryId ? { deliveryId: next.deliveryId } : {}) },
-    });
-    await work.outbox.emit(work.db, work.afterCommit, {
-      organizationId,
-      type: 'integration.status_changed',
-      data: {
-        integration: { id: integrationId, provider: before.provider },
-        provider: before.provider,
-        endUser: before.endUser ?? null,
-        from: before.status,
-        to: next.status,
-        reason: next.lastError,
-        ...(next.source ? { source: next.source } : {}),
-      },
-    });
+    await recordAudit(work.db, work.actor, statusChangeAudit(before, next));
+    await work.outbox.emit(work.db, work.afterCommit, statusChangedEvent(before, next));
   }
   return after ?? null;
 }
@@ -299,32 +281,39 @@ export async function applyLockedTransitions(work: UnitOfWork, changes: readonly
   for (const { before, onChanged } of changed) onChanged?.(before);
   await recordAudits(
     work.db,
-    changed.map(({ before, next, actor }) => ({
-      actor,
-      entry: {
-        organizationId: before.organizationId,
-        action: 'integration.status_changed',
-        targetType: 'integration',
-        targetId: before.id,
-        detail: { from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}), ...(next.deliveryId ? { deliveryId: next.deliveryId } : {}) },
-      },
-    })),
+    changed.map(({ before, next, actor }) => ({ actor, entry: statusChangeAudit(before, next) })),
   );
   await work.outbox.emitAll(
     work.db,
     work.afterCommit,
-    changed.map(({ before, next }) => ({
-      organizationId: before.organizationId,
-      type: 'integration.status_changed' as const,
-      data: {
-        integration: { id: before.id, provider: before.provider },
-        provider: before.provider,
-        endUser: before.endUser ?? null,
-        from: before.status,
-        to: next.status,
-        reason: next.lastError,
-        ...(next.source ? { source: next.source } : {}),
-      },
-    })),
+    changed.map(({ before, next }) => statusChangedEvent(before, next)),
   );
+}
+
+/** The audit row of a status change of `before`'s integration to `next` (one shape for one row and for many). */
+function statusChangeAudit(before: IntegrationRow, next: Transition) {
+  return {
+    organizationId: before.organizationId,
+    action: 'integration.status_changed',
+    targetType: 'integration',
+    targetId: before.id,
+    detail: { from: before.status, to: next.status, reason: next.lastError, ...(next.source ? { source: next.source } : {}), ...(next.deliveryId ? { deliveryId: next.deliveryId } : {}) },
+  };
+}
+
+/** The `integration.status_changed` event of the same change. */
+function statusChangedEvent(before: IntegrationRow, next: Transition) {
+  return {
+    organizationId: before.organizationId,
+    type: 'integration.status_changed' as const,
+    data: {
+      integration: { id: before.id, provider: before.provider },
+      provider: before.provider,
+      endUser: before.endUser ?? null,
+      from: before.status,
+      to: next.status,
+      reason: next.lastError,
+      ...(next.source ? { source: next.source } : {}),
+    },
+  };
 }

@@ -74,6 +74,17 @@ export interface Store {
   drop(): Promise<void>;
 }
 
+/** Whether a migration ever ran on the database `open` opens: its first table exists. */
+async function hasSchema(open: () => Promise<Database>): Promise<boolean> {
+  const database = await open();
+  try {
+    const [row] = await queryRows<{ present: boolean }>(database.db, sql`SELECT to_regclass('public.organizations') IS NOT NULL AS present`);
+    return row?.present === true;
+  } finally {
+    await database.close();
+  }
+}
+
 /** An empty store: for PGlite a new DATA_DIR (`newDataDir`: past PGlite's initdb, nothing of Tessera's; `initdb`: an empty directory). */
 export async function emptyStore(options: { initdb?: boolean } = {}): Promise<Store> {
   if (TEST_DATABASE_URL) {
@@ -82,15 +93,7 @@ export async function emptyStore(options: { initdb?: boolean } = {}): Promise<St
     return {
       env: { DATABASE_URL: url },
       open,
-      created: async () => {
-        const database = await open();
-        try {
-          const [row] = await queryRows<{ present: boolean }>(database.db, sql`SELECT to_regclass('public.organizations') IS NOT NULL AS present`);
-          return row?.present === true;
-        } finally {
-          await database.close();
-        }
-      },
+      created: () => hasSchema(open),
       drop: () => dropPgDatabase(url),
     };
   }
@@ -99,16 +102,7 @@ export async function emptyStore(options: { initdb?: boolean } = {}): Promise<St
   return {
     env: { DATA_DIR: dataDir },
     open,
-    created: async () => {
-      if (!existsSync(join(dataDir, 'pglite'))) return false;
-      const database = await open();
-      try {
-        const [row] = await queryRows<{ present: boolean }>(database.db, sql`SELECT to_regclass('public.organizations') IS NOT NULL AS present`);
-        return row?.present === true;
-      } finally {
-        await database.close();
-      }
-    },
+    created: async () => existsSync(join(dataDir, 'pglite')) && (await hasSchema(open)),
     drop: async () => rmSync(dataDir, { recursive: true, force: true }),
   };
 }
