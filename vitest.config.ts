@@ -6,10 +6,26 @@ const require = createRequire(import.meta.url);
 /**
  * The slow group (decision 259): the page tests driving Chromium, and the files whose tests spawn
  * `tessera` processes that each create, initialize and migrate a database of their own. `npm test`
- * runs the rest (project `fast`); `npm run test:slow` runs these (project `slow`); `.ci/run` runs
- * both, on both databases. A file added here must be named in docs/testing.md too.
+ * runs the rest (project `fast`); `npm run test:slow` runs these. A file added here must be named in
+ * docs/testing.md too.
+ *
+ * Project `slow` is what the database changes: processes on a store, start-up and its migrations,
+ * several instances, an outage. `.ci/run` runs it on both databases. Project `slow-once` is what it
+ * does not — pages in a browser (the routes beneath them are the fast group's, on both databases),
+ * help text, packing the client, the demo on its own embedded database — and runs once, on PGlite
+ * (decision 340).
  */
-export const SLOW = [
+export const SLOW_DATABASE = [
+  'test/cli-local.test.ts',
+  'test/cli-service-tokens.test.ts',
+  'test/database-outage.test.ts',
+  'test/logs.test.ts',
+  'test/processes.test.ts',
+  'test/production-install.test.ts',
+  'test/startup-messages.test.ts',
+  'test/startup.test.ts',
+];
+export const SLOW_ONCE = [
   // Chromium
   'test/browser.test.ts',
   'test/console.test.ts',
@@ -18,20 +34,13 @@ export const SLOW = [
   'test/connect-js.test.ts',
   'test/docs-page.test.ts',
   'test/page.test.ts',
-  // spawned `tessera` processes (servers, the CLI on a local store, npm pack/install)
+  // spawned processes whose subject is not the database: help, the fakes, npm pack/install, the demo
   'test/cli-fakes.test.ts',
   'test/cli-help.test.ts',
-  'test/cli-local.test.ts',
-  'test/cli-service-tokens.test.ts',
-  'test/database-outage.test.ts',
-  'test/logs.test.ts',
-  'test/demo.test.ts',
   'test/client-package.test.ts',
-  'test/processes.test.ts',
-  'test/production-install.test.ts',
-  'test/startup-messages.test.ts',
-  'test/startup.test.ts',
+  'test/demo.test.ts',
 ];
+export const SLOW = [...SLOW_DATABASE, ...SLOW_ONCE];
 
 const ALL = ['src/**/*.test.ts', 'test/**/*.test.ts'];
 
@@ -57,7 +66,8 @@ export default defineConfig({
       { extends: true, test: { name: 'fast', include: ALL, exclude: [...SLOW, ...ISOLATED], isolate: false } },
       // Files that change process-wide state (OpenTelemetry's global tracer provider, instrumented modules) keep a graph of their own.
       { extends: true, test: { name: 'fast-isolated', include: ISOLATED } },
-      { extends: true, test: { name: 'slow', include: SLOW } },
+      { extends: true, test: { name: 'slow', include: SLOW_DATABASE } },
+      { extends: true, test: { name: 'slow-once', include: SLOW_ONCE } },
     ],
   },
 });

@@ -119,9 +119,9 @@ export interface PgliteOptions {
   /**
    * In memory only (tests): start from a dumped data directory (`dumpDataDir('none')`) instead of
    * running initdb, with the WebAssembly module and file-system bundle compiled and read once per
-   * process (decision 258).
+   * process (decision 258), and PostgreSQL's start-up parameters (a test database's smaller buffers).
    */
-  start?: Pick<PGliteOptions, 'loadDataDir' | 'pgliteWasmModule' | 'fsBundle'>;
+  start?: Pick<PGliteOptions, 'loadDataDir' | 'pgliteWasmModule' | 'fsBundle' | 'startParams'>;
 }
 
 /** Drizzle's logger hook, only when someone observes: the default is no logger at all. */

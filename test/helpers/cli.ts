@@ -8,7 +8,7 @@ import type { FakeProvider } from '../fakes/common.ts';
 import { LogCapture, testConfig } from './app.ts';
 import { createPgDatabase, dropPgDatabase, newDataDir, TEST_DATABASE_URL } from './database.ts';
 import { registerAndLogin } from './identity.ts';
-import { ROOT } from './process.ts';
+import { ROOT, SHORT_RUN_NODE_FLAGS } from './process.ts';
 import { connect, providerEnv } from './providers.ts';
 
 export interface CliResult {
@@ -44,7 +44,7 @@ export function runCli(args: string[], env: Record<string, string> = {}, options
 
 /** Starts `tessera <args>` and leaves it running (fakes, serve). */
 export function startCli(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output(): { stdout: string; stderr: string }; stop(): Promise<number | null> } {
-  const child = spawn(process.execPath, ['bin/tessera.mjs', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...SHORT_RUN_NODE_FLAGS, 'bin/tessera.mjs', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

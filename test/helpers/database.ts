@@ -11,6 +11,11 @@ import { type Database, MIGRATIONS_DIR, openPglite, openPostgres, type PgliteOpt
 /** Set by .ci/run for the PostgreSQL pass: an admin URL of a throwaway server. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
 export const backend: 'pg' | 'pglite' = TEST_DATABASE_URL ? 'pg' : 'pglite';
+/**
+ * The run on the embedded database. Tests of `tessera` on a DATA_DIR run in it only: on the
+ * PostgreSQL pass they would spawn the same processes on the same PGlite again (decision 340).
+ */
+export const EMBEDDED_PASS = !TEST_DATABASE_URL;
 
 export interface TestDatabase {
   database: Database;
@@ -76,9 +81,32 @@ function provided<K extends 'pgTemplate' | 'pgliteTemplates'>(key: K): ProvidedC
 /** The global `WebAssembly` (the project's TypeScript libraries declare its types only). */
 const wasmApi = (globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<WebAssembly.Module> } }).WebAssembly;
 
+/**
+ * A dumped data directory PGlite reads with one copy of its bytes. PGlite asks the Blob it is given
+ * for `arrayBuffer()`, which Node's Blob assembles chunk by chunk: ~0.45 s of CPU for the 42 MB
+ * template, at every test database (decision 341).
+ */
+class TemplateBytes extends Blob {
+  readonly #bytes: Uint8Array;
+  constructor(bytes: Uint8Array) {
+    super([]);
+    this.#bytes = bytes;
+  }
+  override arrayBuffer(): Promise<ArrayBuffer> {
+    return Promise.resolve(this.#bytes.slice().buffer);
+  }
+}
+
+/**
+ * A test database's PostgreSQL buffers: 4 MB rather than 128 MB. PostgreSQL zeroes its buffers at
+ * every start, ~0.7 s of CPU in PGlite's `memset` per test database; a test's few megabytes of data
+ * fit in 4 MB, and a page that does not is read back from PGlite's memory (decision 341).
+ */
+const TEST_START_PARAMS = ['-c', 'shared_buffers=4MB'];
+
 /** Read once per process: the templates' bytes, the compiled WebAssembly module, the file-system bundle. */
 const loaded = new Map<string, Promise<Blob>>();
-let wasm: Promise<{ pgliteWasmModule: WebAssembly.Module; fsBundle: Blob }> | undefined;
+let wasm: Promise<{ pgliteWasmModule: WebAssembly.Module; fsBundle: Blob; startParams: string[] }> | undefined;
 
 async function pgliteStart(migrated: boolean): Promise<PgliteOptions['start']> {
   const templates = provided('pgliteTemplates');
@@ -86,13 +114,14 @@ async function pgliteStart(migrated: boolean): Promise<PgliteOptions['start']> {
   const file = migrated ? templates.migrated : templates.empty;
   let template = loaded.get(file);
   if (!template) {
-    template = readFile(file).then((bytes) => new Blob([bytes]));
+    template = readFile(file).then((bytes) => new TemplateBytes(bytes));
     loaded.set(file, template);
   }
   wasm ??= (async () => {
+    const { PGlite } = await import('@electric-sql/pglite');
     const dist = createRequire(import.meta.url).resolve('@electric-sql/pglite').replace(/index\.c?js$/, '');
     const [module, bundle] = await Promise.all([readFile(`${dist}pglite.wasm`).then((bytes) => wasmApi.compile(bytes)), readFile(`${dist}pglite.data`)]);
-    return { pgliteWasmModule: module, fsBundle: new Blob([bundle]) };
+    return { pgliteWasmModule: module, fsBundle: new Blob([bundle]), startParams: [...PGlite.defaultStartParams, ...TEST_START_PARAMS] };
   })();
   return { loadDataDir: await template, ...(await wasm) };
 }

@@ -4,6 +4,14 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
+/**
+ * Node flags for the servers tests spawn: V8 optimizes only PGlite's WebAssembly that runs ~75× longer
+ * than its default asks. A server living a few seconds never earns back the ~2 s of CPU that optimizing
+ * costs at boot, nor the ~1.8 s its exit then waits for the compiler (decision 339). `serve` itself
+ * keeps V8's default; every other command sets this on its own (bin/tessera.mjs).
+ */
+export const SHORT_RUN_NODE_FLAGS = ['--wasm-tiering-budget=1000000000'];
+
 /** A free loopback port. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -34,7 +42,7 @@ export interface ServiceProcess {
  */
 export async function spawnService(env: Record<string, string>, options: { port?: number; script?: string; args?: string[]; cwd?: string; stdin?: 'pipe' } = {}): Promise<ServiceProcess> {
   const port = options.port ?? (await freePort());
-  const child = spawn(process.execPath, [options.script ?? 'bin/tessera.mjs', ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...SHORT_RUN_NODE_FLAGS, options.script ?? 'bin/tessera.mjs', ...(options.args ?? [])], {
     cwd: options.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'],
