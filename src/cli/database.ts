@@ -31,11 +31,14 @@ export function databaseFix(config: Config): string {
     : 'check that DATA_DIR is writable by this user and holds a Tessera database (or is empty)';
 }
 
-/** Opens and pings the configured database; a failure names DATABASE_URL (host and port only) or DATA_DIR, with the fix. */
+/**
+ * Opens and pings the configured database; a failure names DATABASE_URL (host and port only) or DATA_DIR, with the fix.
+ * A command's embedded database gets 16 MB of buffers, not a server's 128 MB: it reads little, and starts ~0.45 s sooner (decision 341).
+ */
 export async function openConfiguredDatabase(config: Config): Promise<Database> {
   let database: Database | undefined;
   try {
-    database = config.db.url ? await openPostgres({ url: config.db.url, ...config.db, applicationName: 'tessera-cli' }) : await openPglite({ dataDir: config.db.dataDir });
+    database = config.db.url ? await openPostgres({ url: config.db.url, ...config.db, applicationName: 'tessera-cli' }) : await openPglite({ dataDir: config.db.dataDir, sharedBuffers: '16MB' });
     await database.ping();
     return database;
   } catch (error) {

@@ -37,7 +37,7 @@ export async function createTestDatabase(options: { migrate?: boolean; onQuery?:
   const observe = options.onQuery ? { onQuery: options.onQuery } : {};
   const migrate = options.migrate !== false;
   if (!TEST_DATABASE_URL) {
-    const database = await openPglite({ dataDir: 'memory://', ...observe, start: await pgliteStart(migrate) });
+    const database = await openPglite({ dataDir: 'memory://', ...observe, start: await pgliteStart(migrate), sharedBuffers: TEST_SHARED_BUFFERS });
     if (migrate) await database.migrate();
     return { database, drop: () => database.close() };
   }
@@ -102,11 +102,11 @@ class TemplateBytes extends Blob {
  * every start, ~0.7 s of CPU in PGlite's `memset` per test database; a test's few megabytes of data
  * fit in 4 MB, and a page that does not is read back from PGlite's memory (decision 341).
  */
-const TEST_START_PARAMS = ['-c', 'shared_buffers=4MB'];
+const TEST_SHARED_BUFFERS = '4MB';
 
 /** Read once per process: the templates' bytes, the compiled WebAssembly module, the file-system bundle. */
 const loaded = new Map<string, Promise<Blob>>();
-let wasm: Promise<{ pgliteWasmModule: WebAssembly.Module; fsBundle: Blob; startParams: string[] }> | undefined;
+let wasm: Promise<{ pgliteWasmModule: WebAssembly.Module; fsBundle: Blob }> | undefined;
 
 async function pgliteStart(migrated: boolean): Promise<PgliteOptions['start']> {
   const templates = provided('pgliteTemplates');
@@ -118,10 +118,9 @@ async function pgliteStart(migrated: boolean): Promise<PgliteOptions['start']> {
     loaded.set(file, template);
   }
   wasm ??= (async () => {
-    const { PGlite } = await import('@electric-sql/pglite');
     const dist = createRequire(import.meta.url).resolve('@electric-sql/pglite').replace(/index\.c?js$/, '');
     const [module, bundle] = await Promise.all([readFile(`${dist}pglite.wasm`).then((bytes) => wasmApi.compile(bytes)), readFile(`${dist}pglite.data`)]);
-    return { pgliteWasmModule: module, fsBundle: new Blob([bundle]), startParams: [...PGlite.defaultStartParams, ...TEST_START_PARAMS] };
+    return { pgliteWasmModule: module, fsBundle: new Blob([bundle]) };
   })();
   return { loadDataDir: await template, ...(await wasm) };
 }
