@@ -88,6 +88,24 @@ export const CASES: HttpCase[] = [
   { name: "GET /v1/apps (the organization's OAuth apps)", id: 'apps', request: (f) => ({ path: '/v1/apps', headers: f.jwt }) },
   { name: "GET /v1/webhook-endpoints (the deployment's, service token)", id: 'webhook-endpoints', request: (f) => ({ path: '/v1/webhook-endpoints', headers: { authorization: f.serviceToken.authorization as string } }) },
   {
+    // The authorization server's token endpoint (§9, §9a): the grant every agent's backend uses, an
+    // API token exchanged for a read capability (RFC 8693). The code and refresh grants spend what
+    // they are given, so a load generator cannot repeat one request of theirs.
+    name: 'POST /v1/oauth/token (token exchange: API token for a read capability)',
+    id: 'oauth-token',
+    request: (f) => ({
+      path: '/v1/oauth/token',
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        subject_token: (f.apiToken.authorization as string).replace(/^Bearer /, ''),
+        subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        scope: 'integrations:github:read',
+      }).toString(),
+    }),
+  },
+  {
     name: 'POST /query { integrations }',
     id: 'graphql',
     request: (f) => ({ path: '/query', ...jsonBody(f.jwt, { query: '{ integrations { id name status statusDetail { message actions } } }' }) }),

@@ -10,6 +10,7 @@ import { requestIdFrom } from './pipeline.ts';
 import type { TypedFastify } from './typed.ts';
 import { installQueryShapes } from './query-shapes.ts';
 import { installValidation } from './validation.ts';
+import { lazySerializers } from './lazy-compilers.ts';
 import { routeTracer } from '../telemetry/tracing.ts';
 
 /** Bodies over 1 MiB get 413 (docs/contract.md §2). */
@@ -47,6 +48,8 @@ export function createFastify(config: Config, logger: Logger): TypedFastify {
       (reply as FastifyReply).header('x-request-id', request.id).code(appError.status).type('application/json; charset=utf-8').send(errorBody(appError, request.id));
     },
     routerOptions: { maxParamLength: 200 },
+    // Response serializers compiled at each route's first reply, not at start-up (decision 342).
+    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installValidation(fastify);
