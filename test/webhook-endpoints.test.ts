@@ -15,6 +15,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.ts';
 import { queryRows, sql } from '../src/db/client.ts';
+import { recordAttempt } from '../src/events/delivery-log.ts';
 import { endpointTargets } from '../src/events/endpoints.ts';
 import { ensureBootstrapAdmin } from '../src/identity/bootstrap.ts';
 import { missingKeyIds } from '../src/secrets/keyring-check.ts';
@@ -327,6 +328,30 @@ describe(`webhook endpoints (${backend})`, () => {
     const later = await newEvent();
     await expect.poll(() => hitsOf(settings, later).length, { timeout: 10_000 }).toBe(1);
     expect((await deliveriesOf(later)).map((d) => d.endpointId)).not.toContain(endpoint.id);
+  });
+
+  it('an attempt in flight when its endpoint is disabled is logged, and the delivery still says endpoint_removed', async () => {
+    const target = await receiver();
+    target.status = 503;
+    const endpoint = await create({ url: target.url, eventTypes: ['organization.created'] });
+    const eventId = await newEvent();
+    await expect.poll(() => hitsOf(target, eventId).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    expect((await api('PATCH', `/v1/webhook-endpoints/${endpoint.id}`, { enabled: false })).statusCode).toBe(200);
+    const [row] = await queryRows<{ organization_id: string; attempts: number }>(
+      t.database.db,
+      sql`SELECT organization_id, attempts FROM event_deliveries WHERE event_id = ${eventId} AND webhook_id = ${endpoint.id}`,
+    );
+    // The answer of an attempt the dispatcher had claimed before the PATCH arrives after it.
+    const key = { organizationId: row?.organization_id as string, eventId, webhookId: endpoint.id };
+    const late = { delivered: false, at: new Date(), responseStatus: 503, error: null, durationMs: 3 } as const;
+    const failed = await recordAttempt(t.database.db, key, row?.attempts as number, late, {
+      replay: false,
+      retry: { delayMs: 1_000, occurredAt: new Date().toISOString(), maxAgeSeconds: 3600, error: 'HTTP 503' },
+    });
+    expect(failed).toBe(true);
+    const [delivery] = (await deliveriesOf(eventId)).filter((d) => d.endpointId === endpoint.id);
+    expect(delivery).toMatchObject({ status: 'failed', error: 'endpoint_removed' });
+    expect(delivery?.attempts.at(-1)).toMatchObject({ responseStatus: 503 });
   });
 
   it('a PATCHed url applies from the next attempt', async () => {

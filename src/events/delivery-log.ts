@@ -53,12 +53,14 @@ export async function recordAttempt(db: Db, key: DeliveryKey, number: number, at
   }
   const { delayMs, occurredAt, maxAgeSeconds, error } = options.retry;
   // A replay that fails leaves a delivered delivery delivered; anything else is retried or given up.
+  // One that ended while this attempt was in flight (its endpoint disabled or deleted) keeps why it
+  // ended: the attempt's own error is in its log row.
   const rows = await queryRows<{ failed: boolean }>(
     db,
     sql`${logged}
       UPDATE event_deliveries SET
         locked_until = NULL,
-        last_error = ${error.slice(0, 200)},
+        last_error = CASE WHEN failed_at IS NOT NULL THEN last_error ELSE ${error.slice(0, 200)} END,
         next_attempt_at = CASE WHEN delivered_at IS NULL THEN now() + ${delayMs}::int * interval '1 millisecond' ELSE next_attempt_at END,
         failed_at = CASE
           WHEN delivered_at IS NOT NULL THEN NULL
