@@ -117,9 +117,9 @@ export interface PgliteOptions {
   /** Sees the text of every statement Drizzle runs (tests count them); nothing when absent. */
   onQuery?: (query: string) => void;
   /**
-   * In memory only (tests): start from a dumped data directory (`dumpDataDir('none')`) instead of
+   * Tests: start from a dumped data directory (`dumpDataDir('none')`, in memory only) instead of
    * running initdb, with the WebAssembly module and file-system bundle compiled and read once per
-   * process (decision 258).
+   * process (decision 258; on disk too).
    */
   start?: Pick<PGliteOptions, 'loadDataDir' | 'pgliteWasmModule' | 'fsBundle'>;
   /**
@@ -158,7 +158,8 @@ export async function openPglite(options: PgliteOptions): Promise<Database> {
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     releaseLock = lockDataDir(options.dataDir);
     try {
-      client = tracePglite(withNamed(await PGlite.create({ dataDir: join(options.dataDir, 'pglite'), ...startParams })));
+      const compiled = options.start ? { pgliteWasmModule: options.start.pgliteWasmModule, fsBundle: options.start.fsBundle } : {};
+      client = tracePglite(withNamed(await PGlite.create({ dataDir: join(options.dataDir, 'pglite'), ...compiled, ...startParams })));
     } catch (error) {
       releaseLock();
       throw error;

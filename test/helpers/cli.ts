@@ -6,7 +6,7 @@ import { type Database, openPglite, openPostgres, queryRows, sql } from '../../s
 import { createLogger } from '../../src/http/logging.ts';
 import type { FakeProvider } from '../fakes/common.ts';
 import { LogCapture, testConfig } from './app.ts';
-import { createPgDatabase, dropPgDatabase, newDataDir, TEST_DATABASE_URL } from './database.ts';
+import { createPgDatabase, dropPgDatabase, newDataDir, onDiskPglite, TEST_DATABASE_URL } from './database.ts';
 import { registerAndLogin } from './identity.ts';
 import { ROOT, SHORT_RUN_NODE_FLAGS } from './process.ts';
 import { connect, providerEnv } from './providers.ts';
@@ -98,7 +98,7 @@ export async function emptyStore(options: { initdb?: boolean } = {}): Promise<St
     };
   }
   const dataDir = newDataDir('tessera-cli-', options);
-  const open = () => openPglite({ dataDir });
+  const open = async () => openPglite({ dataDir, ...(await onDiskPglite()) });
   return {
     env: { DATA_DIR: dataDir },
     open,

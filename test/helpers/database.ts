@@ -117,12 +117,24 @@ async function pgliteStart(migrated: boolean): Promise<PgliteOptions['start']> {
     template = readFile(file).then((bytes) => new TemplateBytes(bytes));
     loaded.set(file, template);
   }
+  return { loadDataDir: await template, ...(await compiledPglite()) };
+}
+
+/**
+ * PGlite's WebAssembly module compiled, and its file-system bundle read, once per process: a test's
+ * in-process store on disk (test/helpers/cli.ts) opens with them, and with a test database's buffers.
+ */
+export async function onDiskPglite(): Promise<Pick<PgliteOptions, 'start' | 'sharedBuffers'>> {
+  return { start: await compiledPglite(), sharedBuffers: TEST_SHARED_BUFFERS };
+}
+
+function compiledPglite(): Promise<{ pgliteWasmModule: WebAssembly.Module; fsBundle: Blob }> {
   wasm ??= (async () => {
     const dist = createRequire(import.meta.url).resolve('@electric-sql/pglite').replace(/index\.c?js$/, '');
     const [module, bundle] = await Promise.all([readFile(`${dist}pglite.wasm`).then((bytes) => wasmApi.compile(bytes)), readFile(`${dist}pglite.data`)]);
     return { pgliteWasmModule: module, fsBundle: new Blob([bundle]) };
   })();
-  return { loadDataDir: await template, ...(await wasm) };
+  return wasm;
 }
 
 /** Creates a PostgreSQL database on the test server (empty, or a copy of `template`) and returns its URL. */
