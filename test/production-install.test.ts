@@ -103,7 +103,8 @@ describe('the production install (Dockerfile)', () => {
         ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 6).toString('base64')}`,
         JWT_SECRET: 'i'.repeat(40),
       },
-      { port, cwd: app, script: image.cmd.slice(1).join(' ') },
+      // The image's command as it is: no test flags for Node.
+      { port, cwd: app, script: image.cmd.slice(1).join(' '), nodeFlags: [] },
     );
     try {
       await waitFor(service);

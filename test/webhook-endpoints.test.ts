@@ -352,6 +352,14 @@ describe(`webhook endpoints (${backend})`, () => {
     const [delivery] = (await deliveriesOf(eventId)).filter((d) => d.endpointId === endpoint.id);
     expect(delivery).toMatchObject({ status: 'failed', error: 'endpoint_removed' });
     expect(delivery?.attempts.at(-1)).toMatchObject({ responseStatus: 503 });
+
+    // Enabled again and retried by hand, the failed delivery takes the retry's own error.
+    expect((await api('PATCH', `/v1/webhook-endpoints/${endpoint.id}`, { enabled: true })).statusCode).toBe(200);
+    target.status = 401;
+    const retried = await api('POST', `/v1/webhooks/deliveries/${delivery?.id}/retry`);
+    expect(retried.statusCode, retried.body).toBe(200);
+    const [after] = (await deliveriesOf(eventId)).filter((d) => d.endpointId === endpoint.id);
+    expect(after).toMatchObject({ status: 'failed', error: 'HTTP 401' });
   });
 
   it('a PATCHed url applies from the next attempt', async () => {

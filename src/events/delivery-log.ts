@@ -53,14 +53,15 @@ export async function recordAttempt(db: Db, key: DeliveryKey, number: number, at
   }
   const { delayMs, occurredAt, maxAgeSeconds, error } = options.retry;
   // A replay that fails leaves a delivered delivery delivered; anything else is retried or given up.
-  // One that ended while this attempt was in flight (its endpoint disabled or deleted) keeps why it
-  // ended: the attempt's own error is in its log row.
+  // One that ended while this attempt was in flight (its endpoint disabled or deleted: that released
+  // the claim, `locked_until` NULL) keeps why it ended; the attempt's own error is in its log row. A
+  // failed delivery retried by hand was claimed again, and takes the retry's error.
   const rows = await queryRows<{ failed: boolean }>(
     db,
     sql`${logged}
       UPDATE event_deliveries SET
         locked_until = NULL,
-        last_error = CASE WHEN failed_at IS NOT NULL THEN last_error ELSE ${error.slice(0, 200)} END,
+        last_error = CASE WHEN failed_at IS NOT NULL AND locked_until IS NULL THEN last_error ELSE ${error.slice(0, 200)} END,
         next_attempt_at = CASE WHEN delivered_at IS NULL THEN now() + ${delayMs}::int * interval '1 millisecond' ELSE next_attempt_at END,
         failed_at = CASE
           WHEN delivered_at IS NOT NULL THEN NULL

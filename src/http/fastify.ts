@@ -10,7 +10,7 @@ import { requestIdFrom } from './pipeline.ts';
 import type { TypedFastify } from './typed.ts';
 import { installQueryShapes } from './query-shapes.ts';
 import { installValidation } from './validation.ts';
-import { lazySerializers } from './lazy-compilers.ts';
+import { lazySerializers, recordCompiles, SchemaCompiles } from './lazy-compilers.ts';
 import { routeTracer } from '../telemetry/tracing.ts';
 
 /** Bodies over 1 MiB get 413 (docs/contract.md §2). */
@@ -21,6 +21,7 @@ const BODY_LIMIT = 1024 * 1024;
  * before routing in the contract's shape, the validators, and JSON as the only body type.
  */
 export function createFastify(config: Config, logger: Logger): TypedFastify {
+  const compiles = new SchemaCompiles();
   const fastify = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
@@ -49,10 +50,11 @@ export function createFastify(config: Config, logger: Logger): TypedFastify {
     },
     routerOptions: { maxParamLength: 200 },
     // Response serializers compiled at each route's first reply, not at start-up (decision 342).
-    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
+    schemaController: { compilersFactory: { buildSerializer: lazySerializers(compiles) } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  installValidation(fastify);
+  recordCompiles(fastify, compiles);
+  installValidation(fastify, compiles);
   installQueryShapes(fastify);
   installRequestScope(fastify);
   // JSON only: text/plain bodies are the classic CSRF vector.

@@ -93,7 +93,8 @@ class TemplateBytes extends Blob {
     this.#bytes = bytes;
   }
   override arrayBuffer(): Promise<ArrayBuffer> {
-    return Promise.resolve(this.#bytes.slice().buffer);
+    // A copy of exactly these bytes (a Buffer's own `slice` is a view into a possibly larger, shared one).
+    return Promise.resolve(Uint8Array.prototype.slice.call(this.#bytes).buffer as ArrayBuffer);
   }
 }
 

@@ -36,13 +36,17 @@ export interface ServiceProcess {
 }
 
 /**
- * Spawns the service the way `npm start` does (or another `script` with `args`, e.g. a docs example; in `cwd`, default the project), on
+ * Spawns the service the way `npm start` does (or another `script` with `args`, e.g. a docs example; in `cwd`, default the project;
+ * with `nodeFlags`, default SHORT_RUN_NODE_FLAGS), on
  * the pinned Node (process.execPath), on `port` or a free one. Keeps the last 256 KiB of its output (enough to explain a failure,
  * bounded over a long run); a process `exit` hook kills it if the caller never stops it.
  */
-export async function spawnService(env: Record<string, string>, options: { port?: number; script?: string; args?: string[]; cwd?: string; stdin?: 'pipe' } = {}): Promise<ServiceProcess> {
+export async function spawnService(
+  env: Record<string, string>,
+  options: { port?: number; script?: string; args?: string[]; cwd?: string; stdin?: 'pipe'; nodeFlags?: string[] } = {},
+): Promise<ServiceProcess> {
   const port = options.port ?? (await freePort());
-  const child = spawn(process.execPath, [...SHORT_RUN_NODE_FLAGS, options.script ?? 'bin/tessera.mjs', ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? SHORT_RUN_NODE_FLAGS), options.script ?? 'bin/tessera.mjs', ...(options.args ?? [])], {
     cwd: options.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'],
