@@ -44,7 +44,8 @@ export async function startSlowUserApi(latencyMs: number): Promise<{ url: string
 }
 
 export function fmt(n: number, digits = 1): string {
-  return n.toFixed(digits);
+  // Not measured (a smoke run's one-row columns, a CPU figure without PostgreSQL on this host): a dash, as elsewhere in the tables.
+  return Number.isNaN(n) ? '–' : n.toFixed(digits);
 }
 
 /**
