@@ -7,11 +7,11 @@ import { openConfiguredDatabase } from '../src/cli/database.ts';
 import { openDatabase } from '../src/server.ts';
 import { type Database, queryRows, sql } from '../src/db/client.ts';
 import { testConfig } from './helpers/app.ts';
-import { createTestDatabase, EMBEDDED_PASS, newDataDir } from './helpers/database.ts';
+import { createTestDatabase, newDataDir, TEST_DATABASE_URL } from './helpers/database.ts';
 
 const sharedBuffers = async (database: Database) => (await queryRows<{ shared_buffers: string }>(database.db, sql`SHOW shared_buffers`))[0]?.shared_buffers;
 
-describe.runIf(EMBEDDED_PASS)('the embedded database’s shared buffers', () => {
+describe.skipIf(TEST_DATABASE_URL)('the embedded database’s shared buffers', () => {
   const dataDir = newDataDir('tessera-buffers-');
   const config = testConfig({ DATA_DIR: dataDir });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeProvider } from './fakes/common.ts';
 import { startFakeGitHub } from './fakes/github.ts';
 import { createTestApp, type TestApp } from './helpers/app.ts';
-import { EMBEDDED_PASS, newDataDir } from './helpers/database.ts';
+import { newDataDir, TEST_DATABASE_URL } from './helpers/database.ts';
 import { bearer, registerAndLogin } from './helpers/identity.ts';
 import { spawnService, waitFor } from './helpers/process.ts';
 import { providerEnv, startFlow } from './helpers/providers.ts';
@@ -79,7 +79,7 @@ describe('log lines of a connect and an invalidation', () => {
   });
 });
 
-describe.runIf(EMBEDDED_PASS)('LOG_FORMAT=pretty', () => {
+describe.skipIf(TEST_DATABASE_URL)('LOG_FORMAT=pretty', () => {
   const dataDir = newDataDir('tessera-pretty-');
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 

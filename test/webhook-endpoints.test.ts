@@ -126,6 +126,21 @@ async function deliveriesOf(eventId: string): Promise<Delivery[]> {
 
 const hitsOf = (target: Receiver, eventId: string) => target.hits.filter((hit) => hit.headers['webhook-id'] === eventId);
 
+/** The delivery of `eventId` to the endpoint `endpointId`. */
+async function deliveryTo(endpointId: string, eventId: string): Promise<Delivery | undefined> {
+  return (await deliveriesOf(eventId)).find((d) => d.endpointId === endpointId);
+}
+
+/** An endpoint whose receiver answers `status`, and an event whose delivery to it has been tried at least once. */
+async function failingDelivery(status: number): Promise<{ target: Receiver; endpoint: { id: string }; eventId: string }> {
+  const target = await receiver();
+  target.status = status;
+  const endpoint = await create({ url: target.url, eventTypes: ['organization.created'] });
+  const eventId = await newEvent();
+  await expect.poll(() => hitsOf(target, eventId).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+  return { target, endpoint, eventId };
+}
+
 beforeAll(async () => {
   settings = await startReceiver('/settings');
   t = await createTestApp({
@@ -315,15 +330,11 @@ describe(`webhook endpoints (${backend})`, () => {
   });
 
   it('disabling an endpoint ends its pending deliveries as failed (endpoint_removed) and sends it nothing more', async () => {
-    const target = await receiver();
-    target.status = 503;
-    const endpoint = await create({ url: target.url, eventTypes: ['organization.created'] });
-    const eventId = await newEvent();
-    await expect.poll(() => hitsOf(target, eventId).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    const { endpoint, eventId } = await failingDelivery(503);
     const patched = await api('PATCH', `/v1/webhook-endpoints/${endpoint.id}`, { enabled: false });
     expect(patched.statusCode, patched.body).toBe(200);
     expect(patched.json().endpoint.enabled).toBe(false);
-    const [delivery] = (await deliveriesOf(eventId)).filter((d) => d.endpointId === endpoint.id);
+    const delivery = await deliveryTo(endpoint.id, eventId);
     expect(delivery).toMatchObject({ status: 'failed', error: 'endpoint_removed' });
     const later = await newEvent();
     await expect.poll(() => hitsOf(settings, later).length, { timeout: 10_000 }).toBe(1);
@@ -331,11 +342,7 @@ describe(`webhook endpoints (${backend})`, () => {
   });
 
   it('an attempt in flight when its endpoint is disabled is logged, and the delivery still says endpoint_removed', async () => {
-    const target = await receiver();
-    target.status = 503;
-    const endpoint = await create({ url: target.url, eventTypes: ['organization.created'] });
-    const eventId = await newEvent();
-    await expect.poll(() => hitsOf(target, eventId).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    const { target, endpoint, eventId } = await failingDelivery(503);
     expect((await api('PATCH', `/v1/webhook-endpoints/${endpoint.id}`, { enabled: false })).statusCode).toBe(200);
     const [row] = await queryRows<{ organization_id: string; attempts: number }>(
       t.database.db,
@@ -349,7 +356,7 @@ describe(`webhook endpoints (${backend})`, () => {
       retry: { delayMs: 1_000, occurredAt: new Date().toISOString(), maxAgeSeconds: 3600, error: 'HTTP 503' },
     });
     expect(failed).toBe(true);
-    const [delivery] = (await deliveriesOf(eventId)).filter((d) => d.endpointId === endpoint.id);
+    const delivery = await deliveryTo(endpoint.id, eventId);
     expect(delivery).toMatchObject({ status: 'failed', error: 'endpoint_removed' });
     expect(delivery?.attempts.at(-1)).toMatchObject({ responseStatus: 503 });
 
@@ -358,7 +365,7 @@ describe(`webhook endpoints (${backend})`, () => {
     target.status = 401;
     const retried = await api('POST', `/v1/webhooks/deliveries/${delivery?.id}/retry`);
     expect(retried.statusCode, retried.body).toBe(200);
-    const [after] = (await deliveriesOf(eventId)).filter((d) => d.endpointId === endpoint.id);
+    const after = await deliveryTo(endpoint.id, eventId);
     expect(after).toMatchObject({ status: 'failed', error: 'HTTP 401' });
   });
 
@@ -378,13 +385,9 @@ describe(`webhook endpoints (${backend})`, () => {
   });
 
   it('deleting an endpoint ends its pending deliveries as failed (endpoint_removed); it is gone', async () => {
-    const target = await receiver();
-    target.status = 500;
-    const endpoint = await create({ url: target.url, eventTypes: ['organization.created'] });
-    const eventId = await newEvent();
-    await expect.poll(() => hitsOf(target, eventId).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    const { target, endpoint, eventId } = await failingDelivery(500);
     expect((await api('DELETE', `/v1/webhook-endpoints/${endpoint.id}`)).statusCode).toBe(200);
-    const [delivery] = (await deliveriesOf(eventId)).filter((d) => d.endpointId === endpoint.id);
+    const delivery = await deliveryTo(endpoint.id, eventId);
     expect(delivery).toMatchObject({ status: 'failed', error: 'endpoint_removed' });
     expect((await api('GET', `/v1/webhook-endpoints/${endpoint.id}`)).statusCode).toBe(404);
     expect((await api('PATCH', `/v1/webhook-endpoints/${endpoint.id}`, { enabled: true })).statusCode).toBe(404);

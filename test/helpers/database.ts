@@ -11,11 +11,6 @@ import { type Database, MIGRATIONS_DIR, openPglite, openPostgres, type PgliteOpt
 /** Set by .ci/run for the PostgreSQL pass: an admin URL of a throwaway server. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
 export const backend: 'pg' | 'pglite' = TEST_DATABASE_URL ? 'pg' : 'pglite';
-/**
- * The run on the embedded database. Tests of `tessera` on a DATA_DIR run in it only: on the
- * PostgreSQL pass they would spawn the same processes on the same PGlite again (decision 340).
- */
-export const EMBEDDED_PASS = !TEST_DATABASE_URL;
 
 export interface TestDatabase {
   database: Database;
